@@ -1,0 +1,163 @@
+package manifest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/shale-db/shale/internal/objstore"
+)
+
+// ErrCommitUnknown: the manifest put's outcome could not be decided (the store did not
+// answer and the version could not be read back). The transaction may or may not have
+// committed; retrying Commit with the same transaction commits it at most once. Nothing
+// the attempt wrote may be deleted.
+var ErrCommitUnknown = errors.New("commit outcome unknown")
+
+// ErrTooManyAttempts: the commit lost the race for a version number more often than the
+// budget allows.
+var ErrTooManyAttempts = errors.New("commit attempts exhausted")
+
+// CommitOptions bound the commit loop.
+type CommitOptions struct {
+	// MaxAttempts bounds put-if-absent attempts (default 200).
+	MaxAttempts int
+	// BaseBackoff is the first backoff after a lost race; it doubles per consecutive loss up
+	// to MaxBackoff, with full jitter (defaults 2 ms and 250 ms).
+	BaseBackoff, MaxBackoff time.Duration
+}
+
+func (o CommitOptions) withDefaults() CommitOptions {
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = 200
+	}
+	if o.BaseBackoff == 0 {
+		o.BaseBackoff = 2 * time.Millisecond
+	}
+	if o.MaxBackoff == 0 {
+		o.MaxBackoff = 250 * time.Millisecond
+	}
+	return o
+}
+
+// CommitStats describes one Commit call.
+type CommitStats struct {
+	Attempts int      // put-if-absent attempts
+	Rebased  []uint64 // versions committed by others that ours was rebuilt on top of
+	Checksum uint32   // CRC32C of the committed manifest object (for the published pointer)
+}
+
+// Commit commits txn to table as the next version on top of read (nil only for Create),
+// and returns the committed manifest.
+//
+// Each attempt builds version N = parent+1 from parent, writes the transaction record
+// _txn/<N>-<id>.txn, then creates _versions/<inv(N)> with put-if-absent. On losing, it reads
+// version N, checks the conflict rules (Check) of txn against the winner's transaction and,
+// if compatible, makes the winner the parent and tries N+1 after a jittered backoff.
+//
+// Errors: *ConflictError (errors.Is ErrRetryable or ErrIncompatible) naming both
+// transactions; ErrCommitUnknown when the outcome cannot be decided; ErrTooManyAttempts;
+// *ObjectError for corrupt manifests met on the way; store errors.
+func Commit(ctx context.Context, s objstore.Store, table string, read *Manifest, txn Transaction, opts CommitOptions) (*Manifest, CommitStats, error) {
+	opts = opts.withDefaults()
+	var stats CommitStats
+	parent := read
+	losses := 0
+	for stats.Attempts < opts.MaxAttempts {
+		if err := ctx.Err(); err != nil {
+			return nil, stats, err
+		}
+		next, err := Build(table, parent, txn)
+		if err != nil {
+			return nil, stats, conflictFromBuild(table, parent, txn, err)
+		}
+		stats.Attempts++
+		rec, err := EncodeTransaction(table, next.Version, txn)
+		if err != nil {
+			return nil, stats, err
+		}
+		if err := s.Put(ctx, next.TxnKey, rec); err != nil {
+			return nil, stats, fmt.Errorf("table %q: write transaction record: %w", table, err)
+		}
+		body, err := next.Encode()
+		if err != nil {
+			return nil, stats, err
+		}
+		err = s.PutIfAbsent(ctx, next.Key(), body)
+		switch {
+		case err == nil:
+			stats.Checksum = Checksum(body)
+			next.checksum = stats.Checksum
+			return next, stats, nil
+		case errors.Is(err, objstore.ErrPreconditionFailed), errors.Is(err, objstore.ErrOutcomeUnknown):
+			// Somebody holds version N, or we may. Read it to find out whose it is.
+			winner, lerr := Load(ctx, s, table, next.Version)
+			if lerr != nil {
+				if errors.Is(err, objstore.ErrOutcomeUnknown) || errors.Is(lerr, ErrVersionNotFound) {
+					return nil, stats, &ObjectError{Table: table, Version: next.Version, Key: next.Key(),
+						Err: fmt.Errorf("%w: transaction %s: %v; read-back: %v", ErrCommitUnknown, txn.ID, err, lerr)}
+				}
+				return nil, stats, lerr
+			}
+			if winner.Txn.ID == txn.ID {
+				stats.Checksum = winner.checksum
+				return winner, stats, nil // an earlier attempt of ours landed
+			}
+			// Catch up: check every version committed since, without waiting between reads.
+			for {
+				if res, shared, reason := Check(&txn, &winner.Txn); res == Retryable || res == Incompatible {
+					return nil, stats, &ConflictError{Table: table, Resolution: res, Ours: txn, Theirs: winner.Txn,
+						TheirsVersion: winner.Version, Fragments: shared, Reason: reason}
+				}
+				stats.Rebased = append(stats.Rebased, winner.Version)
+				parent = winner
+				winner, lerr = Load(ctx, s, table, parent.Version+1)
+				if errors.Is(lerr, ErrVersionNotFound) {
+					break
+				}
+				if lerr != nil {
+					return nil, stats, lerr
+				}
+				if winner.Txn.ID == txn.ID {
+					stats.Checksum = winner.checksum
+					return winner, stats, nil
+				}
+			}
+			losses++
+			if err := backoff(ctx, opts, losses); err != nil {
+				return nil, stats, err
+			}
+		default:
+			return nil, stats, fmt.Errorf("table %q: commit version %d: %w", table, next.Version, err)
+		}
+	}
+	return nil, stats, fmt.Errorf("table %q: transaction %s: %w after %d attempts", table, txn.ID, ErrTooManyAttempts, stats.Attempts)
+}
+
+// conflictFromBuild reports a transaction that no longer applies to the version it was
+// rebased onto as a retryable conflict with the transaction that made it so.
+func conflictFromBuild(table string, parent *Manifest, txn Transaction, err error) error {
+	if parent == nil || parent.Version == txn.ReadVersion {
+		return fmt.Errorf("table %q: %s: %w", table, txn.String(), err)
+	}
+	return &ConflictError{Table: table, Resolution: Retryable, Ours: txn, Theirs: parent.Txn,
+		TheirsVersion: parent.Version, Reason: err.Error()}
+}
+
+func backoff(ctx context.Context, opts CommitOptions, losses int) error {
+	d := opts.BaseBackoff << min(losses, 16)
+	if d > opts.MaxBackoff || d <= 0 {
+		d = opts.MaxBackoff
+	}
+	d = time.Duration(rand.Int64N(int64(d) + 1))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

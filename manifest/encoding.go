@@ -1,0 +1,94 @@
+package manifest
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/fxamacker/cbor/v2"
+)
+
+// Encoded objects are framed as
+//
+//	magic [4]byte | format uint16 BE | length uint32 BE | body (CBOR, length bytes) | crc32c uint32 BE
+//
+// where the CRC32C (Castagnoli) covers everything before it. Readers refuse a format newer
+// than they know (ErrFormatTooNew) and any frame whose checksum, magic or length is wrong
+// (ErrCorrupt).
+
+// FormatVersion is the metadata format this build writes and the newest it reads.
+const FormatVersion uint16 = 1
+
+var (
+	magicManifest = [4]byte{'S', 'H', 'M', 'F'}
+	magicTxn      = [4]byte{'S', 'H', 'T', 'X'}
+)
+
+var (
+	// ErrCorrupt: a stored object failed its checksum or could not be decoded.
+	ErrCorrupt = errors.New("corrupt object")
+	// ErrFormatTooNew: a stored object was written by a newer format than this build reads.
+	ErrFormatTooNew = errors.New("object format is newer than this build supports")
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Checksum is the CRC32C of an encoded object, as recorded in the published pointer.
+func Checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+var cborEnc = func() cbor.EncMode {
+	m, err := cbor.CoreDetEncOptions().EncMode()
+	if err != nil {
+		panic(err)
+	}
+	return m
+}()
+
+var cborDec = func() cbor.DecMode {
+	m, err := cbor.DecOptions{MaxArrayElements: 1 << 27, MaxMapPairs: 1 << 24}.DecMode()
+	if err != nil {
+		panic(err)
+	}
+	return m
+}()
+
+func frame(magic [4]byte, v any) ([]byte, error) {
+	body, err := cborEnc.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, 10+len(body)+4)
+	out = append(out, magic[:]...)
+	out = binary.BigEndian.AppendUint16(out, FormatVersion)
+	out = binary.BigEndian.AppendUint32(out, uint32(len(body)))
+	out = append(out, body...)
+	out = binary.BigEndian.AppendUint32(out, Checksum(out))
+	return out, nil
+}
+
+// unframe checks the frame and decodes the body into v. Errors wrap ErrCorrupt or
+// ErrFormatTooNew; the caller adds the object's name.
+func unframe(magic [4]byte, b []byte, v any) error {
+	if len(b) < 14 {
+		return fmt.Errorf("%w: %d bytes is shorter than a frame", ErrCorrupt, len(b))
+	}
+	if [4]byte(b[:4]) != magic {
+		return fmt.Errorf("%w: bad magic %q", ErrCorrupt, b[:4])
+	}
+	n := binary.BigEndian.Uint32(b[6:10])
+	if uint64(n)+14 != uint64(len(b)) {
+		return fmt.Errorf("%w: length %d does not match object size %d", ErrCorrupt, n, len(b))
+	}
+	want := binary.BigEndian.Uint32(b[len(b)-4:])
+	if got := Checksum(b[:len(b)-4]); got != want {
+		return fmt.Errorf("%w: checksum %08x, expected %08x", ErrCorrupt, got, want)
+	}
+	if f := binary.BigEndian.Uint16(b[4:6]); f > FormatVersion {
+		return fmt.Errorf("%w: format %d, this build reads up to %d", ErrFormatTooNew, f, FormatVersion)
+	}
+	if err := cborDec.Unmarshal(b[10:len(b)-4], v); err != nil {
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	return nil
+}

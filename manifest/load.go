@@ -1,0 +1,114 @@
+package manifest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/shale-db/shale/internal/objstore"
+)
+
+// ErrTableNotFound: the table has no versions in the store.
+var ErrTableNotFound = errors.New("table not found")
+
+// ErrVersionNotFound: the table has no such version (never committed, or expired by GC).
+var ErrVersionNotFound = errors.New("version not found")
+
+// Load reads and verifies version v of table (one GET). Errors: ErrVersionNotFound,
+// ErrCorrupt / ErrFormatTooNew (as *ObjectError naming the key), store errors.
+func Load(ctx context.Context, s objstore.Store, table string, v uint64) (*Manifest, error) {
+	key := ManifestKey(table, v)
+	b, err := s.Get(ctx, key)
+	if errors.Is(err, objstore.ErrNotFound) {
+		return nil, &ObjectError{Table: table, Version: v, Key: key, Err: ErrVersionNotFound}
+	}
+	if err != nil {
+		return nil, &ObjectError{Table: table, Version: v, Key: key, Err: err}
+	}
+	return DecodeManifest(table, v, key, b)
+}
+
+// LoadVerified is Load that also checks the object's CRC32C against checksum (from the
+// published pointer). A mismatch is ErrCorrupt naming the key.
+func LoadVerified(ctx context.Context, s objstore.Store, table string, v uint64, checksum uint32) (*Manifest, error) {
+	m, err := Load(ctx, s, table, v)
+	if err != nil {
+		return nil, err
+	}
+	if m.checksum != checksum {
+		return nil, &ObjectError{Table: table, Version: v, Key: m.Key(),
+			Err: fmt.Errorf("%w: checksum %08x does not match the published pointer's %08x", ErrCorrupt, m.checksum, checksum)}
+	}
+	return m, nil
+}
+
+// Head returns the highest committed version of table with one LIST request (manifest names
+// sort highest version first). Errors: ErrTableNotFound.
+func Head(ctx context.Context, s objstore.Store, table string) (uint64, error) {
+	objs, err := s.List(ctx, VersionsDir(table), 1)
+	if err != nil {
+		return 0, fmt.Errorf("table %q: find HEAD: %w", table, err)
+	}
+	if len(objs) == 0 {
+		return 0, fmt.Errorf("%w: %q has no versions in %s", ErrTableNotFound, table, s.URL())
+	}
+	return ParseManifestKey(table, objs[0].Key)
+}
+
+// LoadHead reads the manifest of HEAD (one LIST + one GET).
+func LoadHead(ctx context.Context, s objstore.Store, table string) (*Manifest, error) {
+	v, err := Head(ctx, s, table)
+	if err != nil {
+		return nil, err
+	}
+	return Load(ctx, s, table, v)
+}
+
+// Versions lists every version of table still in the store, ascending.
+func Versions(ctx context.Context, s objstore.Store, table string) ([]uint64, error) {
+	objs, err := s.List(ctx, VersionsDir(table), 0)
+	if err != nil {
+		return nil, fmt.Errorf("table %q: list versions: %w", table, err)
+	}
+	out := make([]uint64, 0, len(objs))
+	for _, o := range objs {
+		v, err := ParseManifestKey(table, o.Key)
+		if err != nil {
+			continue // not a manifest (e.g. a stray temp name); verify reports it
+		}
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// Tables lists the tables in a store: the top-level directories that hold a _versions/.
+func Tables(ctx context.Context, s objstore.Store) ([]string, error) {
+	objs, err := s.List(ctx, "", 0)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, o := range objs {
+		table, rest, ok := cutDir(o.Key)
+		if !ok || ValidateTableName(table) != nil {
+			continue
+		}
+		if len(rest) > len("_versions/") && rest[:len("_versions/")] == "_versions/" {
+			if len(out) == 0 || out[len(out)-1] != table {
+				out = append(out, table)
+			}
+		}
+	}
+	return out, nil
+}
+
+func cutDir(key string) (string, string, bool) {
+	for i := 0; i < len(key); i++ {
+		if key[i] == '/' {
+			return key[:i], key[i+1:], true
+		}
+	}
+	return "", "", false
+}

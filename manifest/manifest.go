@@ -1,0 +1,140 @@
+package manifest
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/shale-db/shale/internal/fragment"
+)
+
+// Manifest describes a table at one version. It is immutable once committed.
+type Manifest struct {
+	Table   string
+	Version uint64
+	Schema  Schema
+	// Fragments in table order. Fragment ids are unique within the table's history.
+	Fragments []Fragment
+	// NextFragmentID is the id the next new fragment gets.
+	NextFragmentID uint32
+	// NextFieldID is the id the next new field gets.
+	NextFieldID int32
+	// Config holds table properties (UpdateConfig, Create, Overwrite).
+	Config map[string]string
+	// Txn is the transaction that produced this version; TxnKey is where its record lives.
+	Txn    Transaction
+	TxnKey string
+
+	checksum uint32 // CRC32C of the object this manifest was decoded from (not encoded)
+}
+
+// Checksum is the CRC32C of the stored object this manifest was read from (0 for a
+// manifest built in memory and not yet read back).
+func (m *Manifest) Checksum() uint32 { return m.checksum }
+
+// Fragment is a set of rows: one or more data files holding the same rows and disjoint
+// columns, plus an optional deletion vector. Row offsets run 0..PhysicalRows-1; a row's
+// address is ID<<32 | offset.
+type Fragment struct {
+	ID           uint32
+	Files        []fragment.DataFile
+	PhysicalRows int64
+	Deletion     *DeletionFile `cbor:",omitempty"`
+}
+
+// DeletionFile names a fragment's deletion vector: a roaring bitmap of deleted row offsets.
+type DeletionFile struct {
+	Key     string
+	Size    int64 // bytes
+	Deleted int64 // number of deleted rows (the bitmap's cardinality)
+}
+
+// LiveRows is the number of rows not deleted.
+func (f *Fragment) LiveRows() int64 {
+	if f.Deletion == nil {
+		return f.PhysicalRows
+	}
+	return f.PhysicalRows - f.Deletion.Deleted
+}
+
+// RowAddress is fragment id << 32 | row offset.
+func RowAddress(fragmentID uint32, offset uint32) uint64 {
+	return uint64(fragmentID)<<32 | uint64(offset)
+}
+
+// LiveRows is the number of rows not deleted, over all fragments.
+func (m *Manifest) LiveRows() int64 {
+	var n int64
+	for i := range m.Fragments {
+		n += m.Fragments[i].LiveRows()
+	}
+	return n
+}
+
+// Fragment returns the fragment with the given id.
+func (m *Manifest) Fragment(id uint32) (*Fragment, bool) {
+	for i := range m.Fragments {
+		if m.Fragments[i].ID == id {
+			return &m.Fragments[i], true
+		}
+	}
+	return nil, false
+}
+
+// Key is the object key of this manifest.
+func (m *Manifest) Key() string { return ManifestKey(m.Table, m.Version) }
+
+// Encode returns the manifest's framed binary encoding.
+func (m *Manifest) Encode() ([]byte, error) {
+	b, err := frame(magicManifest, m)
+	if err != nil {
+		return nil, fmt.Errorf("encode manifest %s v%d: %w", m.Table, m.Version, err)
+	}
+	return b, nil
+}
+
+// DecodeManifest decodes and verifies a manifest read from key, which must describe table
+// at version. Errors are *ObjectError wrapping ErrCorrupt or ErrFormatTooNew.
+func DecodeManifest(table string, version uint64, key string, b []byte) (*Manifest, error) {
+	m := new(Manifest)
+	if err := unframe(magicManifest, b, m); err != nil {
+		return nil, &ObjectError{Table: table, Version: version, Key: key, Err: err}
+	}
+	if m.Table != table || m.Version != version {
+		return nil, &ObjectError{Table: table, Version: version, Key: key,
+			Err: fmt.Errorf("%w: object describes table %q version %d", ErrCorrupt, m.Table, m.Version)}
+	}
+	if _, err := m.Schema.Arrow(); err != nil {
+		return nil, &ObjectError{Table: table, Version: version, Key: key, Err: err}
+	}
+	m.checksum = Checksum(b)
+	return m, nil
+}
+
+// clone returns a deep enough copy to build a child version from: slices and maps that
+// Apply mutates are copied; data files are immutable and shared.
+func (m *Manifest) clone() *Manifest {
+	c := *m
+	c.Fragments = slices.Clone(m.Fragments)
+	c.Config = make(map[string]string, len(m.Config))
+	for k, v := range m.Config {
+		c.Config[k] = v
+	}
+	return &c
+}
+
+// ObjectError is an error about one stored object of a table.
+type ObjectError struct {
+	Table   string
+	Version uint64 // 0 when not about one version
+	Key     string
+	Err     error
+}
+
+func (e *ObjectError) Error() string {
+	if e.Version == 0 {
+		return fmt.Sprintf("table %q, object %s: %v", e.Table, e.Key, e.Err)
+	}
+	return fmt.Sprintf("table %q version %d, object %s: %v", e.Table, e.Version, e.Key, e.Err)
+}
+
+func (e *ObjectError) Unwrap() error { return e.Err }
