@@ -1,0 +1,209 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/oklog/ulid/v2"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/shale-db/shale/internal/fragment"
+	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/manifest/catalog"
+)
+
+// storeIDKey holds the store's identity, created once with put-if-absent. The catalog keys
+// of a store's tables live under <prefix>/stores/<id>, so one etcd cluster can serve many
+// stores and one store reached through different URLs keeps one set of pointers.
+const storeIDKey = "_shale/store-id"
+
+// Options configure a DB.
+type Options struct {
+	// Etcd is the catalog's etcd client. Nil runs without a catalog: readers see HEAD and
+	// commits are not published (a read-only or single-process use of a bare store).
+	Etcd *clientv3.Client
+	// CatalogPrefix is the etcd key prefix (default "/shale").
+	CatalogPrefix string
+	// Write tunes data files (compression, rows per batch and per file).
+	Write fragment.WriterOptions
+	// Commit bounds the commit loop.
+	Commit manifest.CommitOptions
+	// Allocator for Arrow memory (default memory.DefaultAllocator).
+	Allocator memory.Allocator
+	// ScanParallelism is how many batches a scan reads and decodes at once (default 4).
+	ScanParallelism int
+	// WriteRetries bounds how often Delete re-plans after a retryable conflict (default 10).
+	WriteRetries int
+}
+
+// DB is a set of tables in one store.
+type DB struct {
+	store   objstore.Store
+	cat     *catalog.Catalog
+	storeID string
+	opts    Options
+}
+
+// Open opens the tables of store. With opts.Etcd it reads (or creates) the store's id and
+// uses the catalog under <prefix>/stores/<id>. Cost: one GET (plus one put-if-absent the
+// first time a store is used).
+func Open(ctx context.Context, store objstore.Store, opts Options) (*DB, error) {
+	if opts.CatalogPrefix == "" {
+		opts.CatalogPrefix = "/shale"
+	}
+	if opts.Allocator == nil {
+		opts.Allocator = memory.DefaultAllocator
+	}
+	if opts.ScanParallelism <= 0 {
+		opts.ScanParallelism = 4
+	}
+	if opts.WriteRetries <= 0 {
+		opts.WriteRetries = 10
+	}
+	db := &DB{store: store, opts: opts}
+	if opts.Etcd != nil {
+		id, err := storeID(ctx, store)
+		if err != nil {
+			return nil, err
+		}
+		db.storeID = id
+		db.cat = catalog.New(opts.Etcd, strings.TrimSuffix(opts.CatalogPrefix, "/")+"/stores/"+id)
+	}
+	return db, nil
+}
+
+func storeID(ctx context.Context, s objstore.Store) (string, error) {
+	b, err := s.Get(ctx, storeIDKey)
+	if err == nil {
+		return strings.TrimSpace(string(b)), nil
+	}
+	if !errors.Is(err, objstore.ErrNotFound) {
+		return "", fmt.Errorf("read store id: %w", err)
+	}
+	id := ulid.MustNew(ulid.Timestamp(time.Now()), rand.Reader).String()
+	err = s.PutIfAbsent(ctx, storeIDKey, []byte(id))
+	if err != nil && !errors.Is(err, objstore.ErrPreconditionFailed) {
+		return "", fmt.Errorf("create store id: %w", err)
+	}
+	b, err = s.Get(ctx, storeIDKey)
+	if err != nil {
+		return "", fmt.Errorf("read store id: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// Store is the DB's object store.
+func (db *DB) Store() objstore.Store { return db.store }
+
+// Catalog is the etcd catalog, or nil without one.
+func (db *DB) Catalog() *catalog.Catalog { return db.cat }
+
+// CreateTable creates an empty table (version 1) and publishes it. Field ids are 0..n-1.
+// Errors: manifest.ErrInvalidTableName, ErrTableExists.
+func (db *DB) CreateTable(ctx context.Context, name string, schema *arrow.Schema) (*Table, error) {
+	if err := manifest.ValidateTableName(name); err != nil {
+		return nil, err
+	}
+	ids := make([]int32, schema.NumFields())
+	for i := range ids {
+		ids[i] = int32(i)
+	}
+	ms, err := manifest.NewSchema(schema, ids)
+	if err != nil {
+		return nil, err
+	}
+	txn := manifest.NewTransaction(0, manifest.Operation{Kind: manifest.OpCreate, Schema: &ms})
+	m, stats, err := manifest.Commit(ctx, db.store, name, nil, txn, db.opts.Commit)
+	if errors.Is(err, manifest.ErrConflict) {
+		return nil, fmt.Errorf("%w: %q in %s", ErrTableExists, name, db.store.URL())
+	}
+	if err != nil {
+		return nil, err
+	}
+	t := &Table{db: db, name: name, m: m}
+	if err := t.publish(ctx, m, stats.Checksum); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// OpenTable opens a table at its published version (HEAD without a catalog, or when the
+// table has never been published). Cost: one etcd read and one manifest GET.
+// Errors: manifest.ErrInvalidTableName, manifest.ErrTableNotFound, corruption errors
+// naming the manifest object.
+func (db *DB) OpenTable(ctx context.Context, name string) (*Table, error) {
+	if err := manifest.ValidateTableName(name); err != nil {
+		return nil, err
+	}
+	m, err := db.latest(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return &Table{db: db, name: name, m: m}, nil
+}
+
+// latest loads the published version of a table, or HEAD if it has none.
+func (db *DB) latest(ctx context.Context, name string) (*manifest.Manifest, error) {
+	if db.cat != nil {
+		p, _, err := db.cat.Get(ctx, name)
+		switch {
+		case err == nil:
+			return manifest.LoadVerified(ctx, db.store, name, p.Version, p.Checksum)
+		case !errors.Is(err, catalog.ErrNoPointer):
+			return nil, fmt.Errorf("table %q: read published version: %w", name, err)
+		}
+	}
+	return manifest.LoadHead(ctx, db.store, name)
+}
+
+// Tables lists the tables in the store.
+func (db *DB) Tables(ctx context.Context) ([]string, error) { return manifest.Tables(ctx, db.store) }
+
+// TableStatus compares a table's HEAD with its published version.
+type TableStatus struct {
+	Table     string
+	Head      uint64
+	Published uint64 // 0 = never published (or no catalog)
+	Drift     uint64 // Head - Published when Head > Published
+}
+
+// Status reports HEAD and the published version of every table. HEAD below the published
+// version is reported as ErrDrift (invariant 3) in the returned error, with the others'
+// status still filled in.
+func (db *DB) Status(ctx context.Context) ([]TableStatus, error) {
+	names, err := db.Tables(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []TableStatus
+	var errs []error
+	for _, n := range names {
+		st := TableStatus{Table: n}
+		if st.Head, err = manifest.Head(ctx, db.store, n); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if db.cat != nil {
+			p, _, err := db.cat.Get(ctx, n)
+			if err != nil && !errors.Is(err, catalog.ErrNoPointer) {
+				errs = append(errs, err)
+				continue
+			}
+			st.Published = p.Version
+		}
+		if st.Published > st.Head {
+			errs = append(errs, fmt.Errorf("table %q: %w: HEAD %d, published %d", n, ErrDrift, st.Head, st.Published))
+		} else if st.Published > 0 {
+			st.Drift = st.Head - st.Published
+		}
+		out = append(out, st)
+	}
+	return out, errors.Join(errs...)
+}

@@ -1,0 +1,14 @@
+package engine
+
+import "errors"
+
+var (
+	// ErrSchemaMismatch: appended records do not match the table schema.
+	ErrSchemaMismatch = errors.New("schema mismatch")
+	// ErrTableExists: CreateTable of a table that already exists.
+	ErrTableExists = errors.New("table already exists")
+	// ErrReadOnly: a write on a table checked out at an older version.
+	ErrReadOnly = errors.New("table handle is read-only (checked out at an older version)")
+	// ErrDrift: HEAD is below the published version, which is corruption (invariant 3).
+	ErrDrift = errors.New("HEAD is below the published version")
+)

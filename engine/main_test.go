@@ -1,0 +1,58 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+
+	"github.com/shale-db/shale/internal/coord"
+	"github.com/shale-db/shale/internal/objstore"
+)
+
+// testEtcd is one embedded etcd shared by the package's tests (real etcd, not a mock).
+var testEtcd *coord.Embedded
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(runChild())
+	}
+	dir, err := os.MkdirTemp("", "shale-engine-etcd-")
+	if err != nil {
+		panic(err)
+	}
+	testEtcd, err = coord.StartEmbedded(dir)
+	if err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	testEtcd.Close()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+var storeSeq atomic.Int64
+
+// openDB opens a DB on a fresh store with the shared etcd as catalog.
+func openDB(t testing.TB, storeURL string) *DB {
+	t.Helper()
+	ctx := context.Background()
+	if storeURL == "" {
+		storeURL = fmt.Sprintf("mem://engine-test-%d", storeSeq.Add(1))
+	}
+	s, err := objstore.Open(ctx, storeURL, objstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := coord.Connect(ctx, coord.Config{Endpoints: testEtcd.Endpoints()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close(); s.Close() })
+	db, err := Open(ctx, s, Options{Etcd: cli.Etcd()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}

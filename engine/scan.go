@@ -1,0 +1,530 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/shale-db/shale/engine/filter"
+	"github.com/shale-db/shale/internal/fragment"
+	"github.com/shale-db/shale/manifest"
+)
+
+// ScanOptions select what a scan returns.
+type ScanOptions struct {
+	// Columns to return, in this order (nil = every column in schema order).
+	Columns []string
+	// Filter is a SQL WHERE expression ("" = all rows). Errors: filter.ErrSyntax,
+	// filter.ErrUnknownColumn, filter.ErrType.
+	Filter string
+	// Limit stops after this many rows (0 = no limit).
+	Limit int64
+}
+
+// batchTask is one record batch of one fragment's data file that statistics could not rule
+// out. rowStart is the offset of the batch's first row within the fragment.
+type batchTask struct {
+	frag     *manifest.Fragment
+	fileIdx  int
+	batch    int
+	rowStart int64
+	rows     int64
+}
+
+// scanPlan is a pruned list of batches plus what to read from each.
+type scanPlan struct {
+	t        *Table
+	expr     *filter.Expr // nil: no filter
+	outCols  []int        // table schema indices of the returned columns
+	readCols []int        // table schema indices read (outCols ∪ filter columns)
+	out      *arrow.Schema
+	tasks    []batchTask
+	pruned   ScanStats
+}
+
+// ScanStats count what a scan's statistics pruning skipped.
+type ScanStats struct {
+	Fragments, FragmentsPruned int
+	Batches, BatchesPruned     int
+}
+
+func (t *Table) plan(opts ScanOptions) (*scanPlan, error) {
+	schema := t.Schema()
+	p := &scanPlan{t: t}
+	if opts.Filter != "" {
+		e, err := filter.Parse(opts.Filter, schema)
+		if err != nil {
+			return nil, fmt.Errorf("table %q: filter %q: %w", t.name, opts.Filter, err)
+		}
+		p.expr = e
+	}
+	if opts.Columns == nil {
+		for i := range schema.NumFields() {
+			p.outCols = append(p.outCols, i)
+		}
+	} else {
+		for _, c := range opts.Columns {
+			idx := schema.FieldIndices(c)
+			if len(idx) == 0 {
+				return nil, fmt.Errorf("table %q: %w: %q (columns: %s)", t.name, filter.ErrUnknownColumn, c, fieldNames(schema))
+			}
+			p.outCols = append(p.outCols, idx[0])
+		}
+	}
+	fields := make([]arrow.Field, len(p.outCols))
+	for i, c := range p.outCols {
+		fields[i] = schema.Field(c)
+	}
+	p.out = arrow.NewSchema(fields, nil)
+	p.readCols = append([]int(nil), p.outCols...)
+	if p.expr != nil {
+		for _, c := range p.expr.Columns() {
+			idx := schema.FieldIndices(c)[0]
+			if !containsInt(p.readCols, idx) {
+				p.readCols = append(p.readCols, idx)
+			}
+		}
+	}
+	m := t.m
+	for fi := range m.Fragments {
+		f := &m.Fragments[fi]
+		p.pruned.Fragments++
+		if f.LiveRows() == 0 {
+			p.pruned.FragmentsPruned++
+			continue
+		}
+		if len(f.Files) != 1 {
+			return nil, fmt.Errorf("table %q version %d: fragment %d has %d data files; this build reads one per fragment", t.name, m.Version, f.ID, len(f.Files))
+		}
+		df := &f.Files[0]
+		if p.expr != nil && !p.expr.MayMatch(df.Rows, statsLookup(m, df.FieldIDs, df.Stats)) {
+			p.pruned.FragmentsPruned++
+			continue
+		}
+		var start int64
+		for bi, b := range df.Batches {
+			p.pruned.Batches++
+			if p.expr != nil && !p.expr.MayMatch(b.Rows, statsLookup(m, df.FieldIDs, b.Stats)) {
+				p.pruned.BatchesPruned++
+			} else {
+				p.tasks = append(p.tasks, batchTask{frag: f, fileIdx: 0, batch: bi, rowStart: start, rows: b.Rows})
+			}
+			start += b.Rows
+		}
+	}
+	return p, nil
+}
+
+// statsLookup adapts a data file's per-column statistics to the filter's pruning interface.
+func statsLookup(m *manifest.Manifest, fileFieldIDs []int32, stats []fragment.ColumnStats) filter.StatsFunc {
+	return func(column string) (filter.ColumnStats, bool) {
+		id, ok := m.Schema.FieldID(column)
+		if !ok {
+			return filter.ColumnStats{}, false
+		}
+		for i, fid := range fileFieldIDs {
+			if fid != id || i >= len(stats) {
+				continue
+			}
+			s := stats[i]
+			cs := filter.ColumnStats{NullCount: s.NullCount}
+			lo, okLo := statValue(s.Min)
+			hi, okHi := statValue(s.Max)
+			if s.HasMinMax && okLo && okHi {
+				cs.HasMinMax, cs.Min, cs.Max = true, lo, hi
+			}
+			return cs, true
+		}
+		return filter.ColumnStats{}, false
+	}
+}
+
+func statValue(v fragment.Value) (any, bool) {
+	switch v.Kind {
+	case fragment.KindInt:
+		return v.Int, true
+	case fragment.KindUint:
+		return v.Uint, true
+	case fragment.KindFloat:
+		return v.Float, true
+	case fragment.KindString:
+		return v.Str, true
+	case fragment.KindBool:
+		return v.Bool, true
+	}
+	return nil, false
+}
+
+// fragmentState caches what a scan needs per fragment: its open file reader and its
+// deletion vector, each loaded once.
+type fragmentState struct {
+	once sync.Once
+	rd   *fragment.FileReader
+	dv   *roaring.Bitmap
+	err  error
+}
+
+type scanState struct {
+	t     *Table
+	mu    sync.Mutex
+	frags map[uint32]*fragmentState
+}
+
+func (s *scanState) fragment(ctx context.Context, f *manifest.Fragment) (*fragmentState, error) {
+	s.mu.Lock()
+	st, ok := s.frags[f.ID]
+	if !ok {
+		st = &fragmentState{}
+		s.frags[f.ID] = st
+	}
+	s.mu.Unlock()
+	st.once.Do(func() {
+		db := s.t.db
+		st.rd, st.err = fragment.OpenFile(ctx, db.store, f.Files[0], db.opts.Allocator)
+		if st.err != nil {
+			st.err = s.t.dataError(f.Files[0].Key, st.err)
+			return
+		}
+		if f.Deletion != nil {
+			st.dv, st.err = fragment.ReadDeletionVector(ctx, db.store, f.Deletion.Key)
+			if st.err != nil {
+				st.err = s.t.dataError(f.Deletion.Key, st.err)
+			}
+		}
+	})
+	return st, st.err
+}
+
+func (s *scanState) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range s.frags {
+		if st.rd != nil {
+			st.rd.Close()
+		}
+	}
+}
+
+// dataError names the table and version in an error about one of its objects.
+func (t *Table) dataError(key string, err error) error {
+	return &manifest.ObjectError{Table: t.name, Version: t.m.Version, Key: key, Err: err}
+}
+
+// readBatch reads task's batch with the columns of readCols (table schema indices) and
+// returns it in readCols order, plus the selection mask: rows not deleted and (with a
+// filter) matching it. A nil mask selects every row.
+func (p *scanPlan) readBatch(ctx context.Context, st *scanState, task batchTask) (arrow.RecordBatch, *array.Boolean, error) {
+	t := p.t
+	fs, err := st.fragment(ctx, task.frag)
+	if err != nil {
+		return nil, nil, err
+	}
+	df := &task.frag.Files[task.fileIdx]
+	schema := t.Schema()
+	fileCols := make([]int, len(p.readCols))
+	for i, c := range p.readCols {
+		fileCols[i] = indexOf(df.FieldIDs, t.m.Schema.FieldIDs[c])
+		if fileCols[i] < 0 {
+			return nil, nil, t.dataError(df.Key, fmt.Errorf("data file lacks column %q", schema.Field(c).Name))
+		}
+	}
+	rec, err := fs.rd.ReadBatch(task.batch, fileCols)
+	if err != nil {
+		return nil, nil, t.dataError(df.Key, err)
+	}
+	if rec.NumRows() != task.rows {
+		rec.Release()
+		return nil, nil, t.dataError(df.Key, fmt.Errorf("%w: batch %d has %d rows, manifest says %d", fragment.ErrCorrupt, task.batch, rec.NumRows(), task.rows))
+	}
+	fields := make([]arrow.Field, len(p.readCols))
+	for i, c := range p.readCols {
+		fields[i] = schema.Field(c)
+	}
+	named := array.NewRecordBatch(arrow.NewSchema(fields, nil), rec.Columns(), rec.NumRows())
+	rec.Release()
+
+	var mask *array.Boolean
+	if fs.dv != nil && !fs.dv.IsEmpty() {
+		mask = deletionMask(t.db.opts.Allocator, fs.dv, task.rowStart, task.rows)
+	}
+	if p.expr != nil {
+		fm, err := p.expr.Evaluate(ctx, named)
+		if err != nil {
+			named.Release()
+			if mask != nil {
+				mask.Release()
+			}
+			return nil, nil, fmt.Errorf("table %q: evaluate filter: %w", t.name, err)
+		}
+		if mask == nil {
+			mask = fm
+		} else {
+			both := andMasks(t.db.opts.Allocator, mask, fm)
+			mask.Release()
+			fm.Release()
+			mask = both
+		}
+	}
+	return named, mask, nil
+}
+
+func deletionMask(mem memory.Allocator, dv *roaring.Bitmap, start, n int64) *array.Boolean {
+	b := array.NewBooleanBuilder(mem)
+	defer b.Release()
+	b.Reserve(int(n))
+	for i := int64(0); i < n; i++ {
+		b.UnsafeAppend(!dv.Contains(uint32(start + i)))
+	}
+	return b.NewBooleanArray()
+}
+
+func andMasks(mem memory.Allocator, a, b *array.Boolean) *array.Boolean {
+	bld := array.NewBooleanBuilder(mem)
+	defer bld.Release()
+	bld.Reserve(a.Len())
+	for i := 0; i < a.Len(); i++ {
+		bld.UnsafeAppend(a.Value(i) && b.Value(i))
+	}
+	return bld.NewBooleanArray()
+}
+
+func countTrue(m *array.Boolean) int64 {
+	var n int64
+	for i := 0; i < m.Len(); i++ {
+		if m.IsValid(i) && m.Value(i) {
+			n++
+		}
+	}
+	return n
+}
+
+// Scanner streams a scan's result as Arrow record batches; it implements
+// array.RecordReader. Batches are read and decoded ScanParallelism at a time and returned in
+// table order. Call Err after Next returns false, and Release when done.
+type Scanner struct {
+	plan    *scanPlan
+	state   *scanState
+	ctx     context.Context
+	cancel  context.CancelFunc
+	results chan chan scanResult
+	cur     arrow.RecordBatch
+	err     error
+	left    int64 // rows still allowed by Limit (-1 = unlimited)
+	refs    int64
+}
+
+type scanResult struct {
+	rec arrow.RecordBatch
+	err error
+}
+
+// Scan returns the rows of this handle's version selected by opts.
+func (t *Table) Scan(ctx context.Context, opts ScanOptions) (*Scanner, error) {
+	p, err := t.plan(opts)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	s := &Scanner{plan: p, state: &scanState{t: t, frags: map[uint32]*fragmentState{}}, ctx: ctx, cancel: cancel, left: -1, refs: 1}
+	if opts.Limit > 0 {
+		s.left = opts.Limit
+	}
+	par := t.db.opts.ScanParallelism
+	s.results = make(chan chan scanResult, par)
+	sem := make(chan struct{}, par)
+	go func() {
+		defer close(s.results)
+		for _, task := range p.tasks {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			ch := make(chan scanResult, 1)
+			select {
+			case s.results <- ch:
+			case <-ctx.Done():
+				<-sem
+				return
+			}
+			go func(task batchTask) {
+				defer func() { <-sem }()
+				rec, err := p.produce(ctx, s.state, task)
+				ch <- scanResult{rec, err}
+			}(task)
+		}
+	}()
+	return s, nil
+}
+
+// produce reads one batch and returns its selected rows with the output columns.
+func (p *scanPlan) produce(ctx context.Context, st *scanState, task batchTask) (arrow.RecordBatch, error) {
+	rec, mask, err := p.readBatch(ctx, st, task)
+	if err != nil {
+		return nil, err
+	}
+	defer rec.Release()
+	if mask != nil {
+		defer mask.Release()
+		filtered, err := compute.FilterRecordBatch(ctx, rec, mask, compute.DefaultFilterOptions())
+		if err != nil {
+			return nil, err
+		}
+		defer filtered.Release()
+		rec = filtered
+	}
+	cols := make([]arrow.Array, len(p.outCols))
+	for i := range p.outCols {
+		cols[i] = rec.Column(i)
+	}
+	return array.NewRecordBatch(p.out, cols, rec.NumRows()), nil
+}
+
+// Schema is the schema of the returned batches.
+func (s *Scanner) Schema() *arrow.Schema { return s.plan.out }
+
+// Stats reports what statistics pruning skipped.
+func (s *Scanner) Stats() ScanStats { return s.plan.pruned }
+
+// Next advances to the next non-empty batch.
+func (s *Scanner) Next() bool {
+	if s.cur != nil {
+		s.cur.Release()
+		s.cur = nil
+	}
+	if s.err != nil || s.left == 0 {
+		return false
+	}
+	for ch := range s.results {
+		r := <-ch
+		if r.err != nil {
+			s.err = r.err
+			s.cancel()
+			s.drain()
+			return false
+		}
+		if r.rec.NumRows() == 0 {
+			r.rec.Release()
+			continue
+		}
+		if s.left >= 0 && r.rec.NumRows() > s.left {
+			sl := r.rec.NewSlice(0, s.left)
+			r.rec.Release()
+			r.rec = sl
+		}
+		if s.left >= 0 {
+			s.left -= r.rec.NumRows()
+		}
+		s.cur = r.rec
+		return true
+	}
+	return false
+}
+
+// drain releases results produced after the scan stopped.
+func (s *Scanner) drain() {
+	for ch := range s.results {
+		if r := <-ch; r.rec != nil {
+			r.rec.Release()
+		}
+	}
+}
+
+// RecordBatch is the current batch, valid until the next call to Next.
+func (s *Scanner) RecordBatch() arrow.RecordBatch { return s.cur }
+
+// Record is RecordBatch (array.RecordReader's older name).
+func (s *Scanner) Record() arrow.RecordBatch { return s.cur }
+
+// Err is the error that stopped the scan, if any.
+func (s *Scanner) Err() error {
+	if s.err != nil && errors.Is(s.err, context.Canceled) && s.ctx.Err() != nil && s.left == 0 {
+		return nil
+	}
+	return s.err
+}
+
+// Retain is part of array.RecordReader.
+func (s *Scanner) Retain() { s.refs++ }
+
+// Release stops the scan and frees its resources.
+func (s *Scanner) Release() {
+	s.refs--
+	if s.refs > 0 {
+		return
+	}
+	if s.cur != nil {
+		s.cur.Release()
+		s.cur = nil
+	}
+	s.cancel()
+	s.drain()
+	s.state.close()
+}
+
+// Count returns the number of live rows matching filter ("" = all rows, answered from the
+// manifest without reading data).
+func (t *Table) Count(ctx context.Context, where string) (int64, error) {
+	if where == "" {
+		return t.m.LiveRows(), nil
+	}
+	p, err := t.plan(ScanOptions{Filter: where, Columns: []string{}})
+	if err != nil {
+		return 0, err
+	}
+	st := &scanState{t: t, frags: map[uint32]*fragmentState{}}
+	defer st.close()
+	var n int64
+	for _, task := range p.tasks {
+		rec, mask, err := p.readBatch(ctx, st, task)
+		if err != nil {
+			return 0, err
+		}
+		if mask == nil {
+			n += rec.NumRows()
+		} else {
+			n += countTrue(mask)
+			mask.Release()
+		}
+		rec.Release()
+	}
+	return n, nil
+}
+
+func indexOf(ids []int32, id int32) int {
+	for i, x := range ids {
+		if x == id {
+			return i
+		}
+	}
+	return -1
+}
+
+func containsInt(xs []int, x int) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+func fieldNames(s *arrow.Schema) string {
+	out := ""
+	for i, f := range s.Fields() {
+		if i > 0 {
+			out += ", "
+		}
+		out += f.Name
+	}
+	return out
+}
+
+var _ array.RecordReader = (*Scanner)(nil)

@@ -1,0 +1,137 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/manifest/catalog"
+)
+
+// Table is a handle on one table at one version. Reads see that version; writes commit on
+// top of it (rebasing over anything committed since) and move the handle to the version
+// they committed. A handle from Checkout is read-only. A Table is not safe for concurrent
+// writes from several goroutines; open one handle per writer.
+type Table struct {
+	db       *DB
+	name     string
+	m        *manifest.Manifest
+	readOnly bool
+}
+
+// Name is the table name.
+func (t *Table) Name() string { return t.name }
+
+// Version is the version this handle reads.
+func (t *Table) Version() uint64 { return t.m.Version }
+
+// Manifest is the manifest of the version this handle reads.
+func (t *Table) Manifest() *manifest.Manifest { return t.m }
+
+// Schema is the table's Arrow schema at this version.
+func (t *Table) Schema() *arrow.Schema { return t.m.Schema.MustArrow() }
+
+// Refresh moves the handle to the latest published version (HEAD without a catalog).
+func (t *Table) Refresh(ctx context.Context) error {
+	m, err := t.db.latest(ctx, t.name)
+	if err != nil {
+		return err
+	}
+	t.m, t.readOnly = m, false
+	return nil
+}
+
+// Checkout returns a read-only handle at version v (time travel). Errors:
+// manifest.ErrVersionNotFound.
+func (t *Table) Checkout(ctx context.Context, v uint64) (*Table, error) {
+	m, err := manifest.Load(ctx, t.db.store, t.name, v)
+	if err != nil {
+		return nil, err
+	}
+	return &Table{db: t.db, name: t.name, m: m, readOnly: true}, nil
+}
+
+// VersionInfo describes one committed version.
+type VersionInfo struct {
+	Version     uint64
+	Operation   manifest.OpKind
+	Transaction string
+	ReadVersion uint64
+	Time        time.Time
+	Rows        int64 // live rows
+	Fragments   int
+	Published   bool // at or below the published version
+}
+
+// Versions lists every version still in the store, ascending (one LIST plus one GET per
+// version).
+func (t *Table) Versions(ctx context.Context) ([]VersionInfo, error) {
+	vs, err := manifest.Versions(ctx, t.db.store, t.name)
+	if err != nil {
+		return nil, err
+	}
+	var published uint64
+	if t.db.cat != nil {
+		if p, _, err := t.db.cat.Get(ctx, t.name); err == nil {
+			published = p.Version
+		}
+	}
+	out := make([]VersionInfo, 0, len(vs))
+	for _, v := range vs {
+		m, err := manifest.Load(ctx, t.db.store, t.name, v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, VersionInfo{
+			Version: v, Operation: m.Txn.Op.Kind, Transaction: m.Txn.ID, ReadVersion: m.Txn.ReadVersion,
+			Time: time.Unix(0, m.Txn.Timestamp).UTC(), Rows: m.LiveRows(), Fragments: len(m.Fragments),
+			Published: t.db.cat == nil || v <= published,
+		})
+	}
+	return out, nil
+}
+
+// CommitResult describes a committed write.
+type CommitResult struct {
+	Version   uint64
+	Attempts  int      // put-if-absent attempts of the final commit
+	Rebased   []uint64 // versions by others the commit was rebuilt on top of
+	Published bool     // the catalog pointer is at or past Version
+	Rows      int64    // rows appended or deleted
+}
+
+// commit runs the commit loop for txn on top of this handle's version and publishes the
+// result; the handle moves to the committed version.
+func (t *Table) commit(ctx context.Context, txn manifest.Transaction) (CommitResult, error) {
+	if t.readOnly {
+		return CommitResult{}, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
+	}
+	m, stats, err := manifest.Commit(ctx, t.db.store, t.name, t.m, txn, t.db.opts.Commit)
+	if err != nil {
+		return CommitResult{}, err
+	}
+	t.m = m
+	res := CommitResult{Version: m.Version, Attempts: stats.Attempts, Rebased: stats.Rebased}
+	if err := t.publish(ctx, m, stats.Checksum); err != nil {
+		return res, err
+	}
+	res.Published = t.db.cat != nil
+	return res, nil
+}
+
+// publish fast-forwards the table's catalog pointer to m (no-op without a catalog). The
+// version is committed whatever happens here; an error means only that the pointer may lag
+// (drift that a later publish or `shale repair` resolves).
+func (t *Table) publish(ctx context.Context, m *manifest.Manifest, checksum uint32) error {
+	if t.db.cat == nil {
+		return nil
+	}
+	_, err := t.db.cat.FastForward(ctx, t.name, catalog.Pointer{Version: m.Version, ManifestKey: m.Key(), Checksum: checksum})
+	if err != nil {
+		return fmt.Errorf("table %q: version %d committed but not published: %w", t.name, m.Version, err)
+	}
+	return nil
+}

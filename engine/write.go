@@ -1,0 +1,268 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/shale-db/shale/internal/fragment"
+	"github.com/shale-db/shale/manifest"
+)
+
+// checkSchema reports whether records with schema got can be stored in a table with schema
+// want: the same field names in the same order with identical types, and no nullable field
+// stored into a non-nullable one. Errors wrap ErrSchemaMismatch and name the first difference.
+func checkSchema(table string, want, got *arrow.Schema) error {
+	if got.NumFields() != want.NumFields() {
+		return fmt.Errorf("table %q: %w: records have %d columns (%s), the table has %d (%s)",
+			table, ErrSchemaMismatch, got.NumFields(), fieldNames(got), want.NumFields(), fieldNames(want))
+	}
+	for i := range want.NumFields() {
+		w, g := want.Field(i), got.Field(i)
+		if w.Name != g.Name {
+			return fmt.Errorf("table %q: %w: column %d is %q, the table has %q", table, ErrSchemaMismatch, i, g.Name, w.Name)
+		}
+		if !arrow.TypeEqual(w.Type, g.Type) {
+			return fmt.Errorf("table %q: %w: column %q is %s, the table has %s", table, ErrSchemaMismatch, g.Name, g.Type, w.Type)
+		}
+	}
+	return nil
+}
+
+// checkNulls refuses nulls in non-nullable columns.
+func checkNulls(table string, schema *arrow.Schema, rec arrow.RecordBatch) error {
+	for i, f := range schema.Fields() {
+		if !f.Nullable && rec.Column(i).NullN() > 0 {
+			return fmt.Errorf("table %q: %w: column %q is not nullable but the records hold %d nulls", table, ErrSchemaMismatch, f.Name, rec.Column(i).NullN())
+		}
+	}
+	return nil
+}
+
+// writeFragments streams rdr into new data files (one fragment per file). Memory is bounded
+// by one data file's worth of encoded batches. The files are not referenced by any version
+// until a commit names them; on error they are left for GC.
+func (t *Table) writeFragments(ctx context.Context, rdr array.RecordReader, schema *arrow.Schema, fieldIDs []int32) ([]manifest.Fragment, int64, error) {
+	if err := checkSchema(t.name, schema, rdr.Schema()); err != nil {
+		return nil, 0, err
+	}
+	w, err := fragment.NewWriter(ctx, t.db.store, manifest.DataDir(t.name), schema, fieldIDs, t.db.opts.Write)
+	if err != nil {
+		return nil, 0, err
+	}
+	var rows int64
+	for rdr.Next() {
+		rec := rdr.RecordBatch()
+		if rec.NumRows() == 0 {
+			continue
+		}
+		if err := checkNulls(t.name, schema, rec); err != nil {
+			w.Close()
+			return nil, 0, err
+		}
+		// Re-label the columns with the table schema (field metadata, nullability).
+		rows += rec.NumRows()
+		rec = array.NewRecordBatch(schema, rec.Columns(), rec.NumRows())
+		err := w.Write(rec)
+		rec.Release()
+		if err != nil {
+			w.Close()
+			return nil, 0, fmt.Errorf("table %q: write data files: %w", t.name, err)
+		}
+	}
+	if err := rdr.Err(); err != nil {
+		w.Close()
+		return nil, 0, fmt.Errorf("table %q: read input: %w", t.name, err)
+	}
+	files, err := w.Close()
+	if err != nil {
+		return nil, 0, fmt.Errorf("table %q: write data files: %w", t.name, err)
+	}
+	frags := make([]manifest.Fragment, len(files))
+	for i, df := range files {
+		frags[i] = manifest.Fragment{Files: []fragment.DataFile{df}, PhysicalRows: df.Rows}
+	}
+	return frags, rows, nil
+}
+
+// Append adds the rows of rdr as new fragments in one new version and publishes it.
+// Records must match the table schema (ErrSchemaMismatch otherwise; nothing is committed).
+// Appending no rows commits nothing and returns the current version. Concurrent appends
+// never lose each other's rows: the commit loop rebases over them.
+func (t *Table) Append(ctx context.Context, rdr array.RecordReader) (CommitResult, error) {
+	if t.readOnly {
+		return CommitResult{}, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
+	}
+	frags, rows, err := t.writeFragments(ctx, rdr, t.Schema(), t.m.Schema.FieldIDs)
+	if err != nil {
+		return CommitResult{}, err
+	}
+	if rows == 0 {
+		return CommitResult{Version: t.m.Version}, nil
+	}
+	res, err := t.commit(ctx, manifest.NewTransaction(t.m.Version, manifest.Operation{Kind: manifest.OpAppend, NewFragments: frags}))
+	res.Rows = rows
+	return res, err
+}
+
+// AppendRecord appends one record batch (see Append).
+func (t *Table) AppendRecord(ctx context.Context, rec arrow.RecordBatch) (CommitResult, error) {
+	rdr, err := array.NewRecordReader(rec.Schema(), []arrow.RecordBatch{rec})
+	if err != nil {
+		return CommitResult{}, err
+	}
+	defer rdr.Release()
+	return t.Append(ctx, rdr)
+}
+
+// Overwrite replaces every row (and the schema) with the rows of rdr in one new version.
+// Fields whose name and type are unchanged keep their field id; others get new ids.
+func (t *Table) Overwrite(ctx context.Context, rdr array.RecordReader) (CommitResult, error) {
+	if t.readOnly {
+		return CommitResult{}, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
+	}
+	schema := rdr.Schema()
+	old := t.Schema()
+	ids := make([]int32, schema.NumFields())
+	next := t.m.NextFieldID
+	for i, f := range schema.Fields() {
+		if j := old.FieldIndices(f.Name); len(j) > 0 && arrow.TypeEqual(old.Field(j[0]).Type, f.Type) {
+			ids[i] = t.m.Schema.FieldIDs[j[0]]
+		} else {
+			ids[i] = next
+			next++
+		}
+	}
+	ms, err := manifest.NewSchema(schema, ids)
+	if err != nil {
+		return CommitResult{}, err
+	}
+	frags, rows, err := t.writeFragments(ctx, rdr, schema, ids)
+	if err != nil {
+		return CommitResult{}, err
+	}
+	res, err := t.commit(ctx, manifest.NewTransaction(t.m.Version, manifest.Operation{Kind: manifest.OpOverwrite, Schema: &ms, NewFragments: frags}))
+	res.Rows = rows
+	return res, err
+}
+
+// Delete marks the live rows matching where as deleted: each touched fragment gets a new
+// deletion vector (old ∪ new), and a fragment with no live rows left is dropped, all in one
+// new version. Statistics prune fragments and batches that cannot match. A retryable
+// conflict (another delete changed the same fragment) re-plans at HEAD, up to
+// Options.WriteRetries times. Deleting nothing commits nothing.
+// Errors: filter errors for a bad WHERE; *manifest.ConflictError; store errors.
+func (t *Table) Delete(ctx context.Context, where string) (CommitResult, error) {
+	if t.readOnly {
+		return CommitResult{}, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
+	}
+	if where == "" {
+		return CommitResult{}, fmt.Errorf("table %q: delete needs a WHERE expression (use \"true\" to delete every row)", t.name)
+	}
+	for attempt := 0; ; attempt++ {
+		op, deleted, err := t.planDelete(ctx, where)
+		if err != nil {
+			return CommitResult{}, err
+		}
+		if deleted == 0 {
+			return CommitResult{Version: t.m.Version}, nil
+		}
+		res, err := t.commit(ctx, manifest.NewTransaction(t.m.Version, op))
+		res.Rows = deleted
+		if err == nil || !errors.Is(err, manifest.ErrRetryable) || attempt >= t.db.opts.WriteRetries {
+			return res, err
+		}
+		m, lerr := manifest.LoadHead(ctx, t.db.store, t.name)
+		if lerr != nil {
+			return res, errors.Join(err, lerr)
+		}
+		t.m = m
+	}
+}
+
+// planDelete finds the rows of this version matching where and writes the new deletion
+// vectors. It returns the Delete operation and the number of newly deleted rows.
+func (t *Table) planDelete(ctx context.Context, where string) (manifest.Operation, int64, error) {
+	p, err := t.plan(ScanOptions{Filter: where, Columns: []string{}})
+	if err != nil {
+		return manifest.Operation{}, 0, err
+	}
+	st := &scanState{t: t, frags: map[uint32]*fragmentState{}}
+	defer st.close()
+	hits := map[uint32]*roaring.Bitmap{}
+	var order []uint32
+	for _, task := range p.tasks {
+		rec, mask, err := p.readBatch(ctx, st, task)
+		if err != nil {
+			return manifest.Operation{}, 0, err
+		}
+		if mask == nil { // filter is constant true and no deletions
+			mask = allTrue(t, rec.NumRows())
+		}
+		for i := 0; i < mask.Len(); i++ {
+			if mask.IsValid(i) && mask.Value(i) {
+				bm := hits[task.frag.ID]
+				if bm == nil {
+					bm = roaring.New()
+					hits[task.frag.ID] = bm
+					order = append(order, task.frag.ID)
+				}
+				bm.Add(uint32(task.rowStart + int64(i)))
+			}
+		}
+		mask.Release()
+		rec.Release()
+	}
+	op := manifest.Operation{Kind: manifest.OpDelete, Predicate: where}
+	var deleted int64
+	next := t.m.Version + 1
+	for _, id := range order {
+		f, _ := t.m.Fragment(id)
+		bm := hits[id]
+		deleted += int64(bm.GetCardinality())
+		fs, err := st.fragment(ctx, f)
+		if err != nil {
+			return manifest.Operation{}, 0, err
+		}
+		if fs.dv != nil {
+			bm.Or(fs.dv)
+		}
+		if int64(bm.GetCardinality()) >= f.PhysicalRows {
+			op.Removed = append(op.Removed, id)
+			continue
+		}
+		key := fmt.Sprintf("%s/%d-%d-%s.dv", manifest.DeletionsDir(t.name), id, next, randHex(8))
+		size, err := fragment.WriteDeletionVector(ctx, t.db.store, key, bm)
+		if err != nil {
+			return manifest.Operation{}, 0, t.dataError(key, err)
+		}
+		prev := ""
+		if f.Deletion != nil {
+			prev = f.Deletion.Key
+		}
+		op.Deletions = append(op.Deletions, manifest.DeletionUpdate{FragmentID: id, Previous: prev,
+			New: manifest.DeletionFile{Key: key, Size: size, Deleted: int64(bm.GetCardinality())}})
+	}
+	return op, deleted, nil
+}
+
+func allTrue(t *Table, n int64) *array.Boolean {
+	b := array.NewBooleanBuilder(t.db.opts.Allocator)
+	defer b.Release()
+	for i := int64(0); i < n; i++ {
+		b.Append(true)
+	}
+	return b.NewBooleanArray()
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
