@@ -125,7 +125,9 @@ var flightQueries = []flightQuery{
 	{"", []string{"origin", "delay"}, nil},
 	{"origin = 'SFO'", []string{"date", "delay", "destination"}, func(f flight) bool { return f.origin == "SFO" }},
 	{"delay > 60 AND date BETWEEN '2001-02-01' AND '2001-03-31'", []string{"date", "delay", "distance", "origin", "destination"},
-		func(f flight) bool { return f.delay > 60 && f.date >= micros("2001-02-01") && f.date <= micros("2001-03-31") }},
+		func(f flight) bool {
+			return f.delay > 60 && f.date >= micros("2001-02-01") && f.date <= micros("2001-03-31")
+		}},
 	{"destination IN ('LAX', 'JFK') AND distance < 500", []string{"origin", "destination", "distance"},
 		func(f flight) bool { return (f.destnation == "LAX" || f.destnation == "JFK") && f.distance < 500 }},
 	{"NOT (delay <= 0) AND (origin = 'ORD' OR origin = 'ATL')", []string{"delay", "origin"},
