@@ -1,0 +1,118 @@
+// Package fragment writes and reads a fragment's data files and deletion vectors through
+// internal/objstore.
+//
+// A data file is an Arrow IPC file (format "ARROW1", metadata V5) whose record batches are
+// compressed per buffer with ZSTD (default), LZ4 or not at all. Its schema carries the
+// top-level field ids under the schema metadata key "shale:field_ids", so a file can be
+// checked against the manifest that names it. Files are written whole with one Put and never
+// modified.
+//
+// Reads use range requests only: OpenFile fetches the file tail (footer and trailer) in one
+// GetRange because the size is known from the manifest (no HEAD), and ReadBatch fetches one
+// record batch's metadata and body in one GetRange, or, for a column projection, the batch
+// metadata and then only the byte ranges of the chosen columns' buffers.
+//
+// A deletion vector is an immutable object holding a roaring bitmap of deleted row offsets
+// inside an envelope with a magic, a format version and a CRC32C checksum.
+//
+// Errors about stored bytes wrap ErrCorrupt (or ErrUnsupportedVersion) in a *CorruptError
+// that names the object key; store failures are passed through as *objstore.Error, which
+// also names the key.
+package fragment
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Compression names the codec applied to each buffer of a record batch.
+type Compression string
+
+// The supported codecs. The zero value means CompressionZstd.
+const (
+	CompressionZstd Compression = "zstd"
+	CompressionLZ4  Compression = "lz4"
+	CompressionNone Compression = "none"
+)
+
+func (c Compression) normalize() (Compression, error) {
+	switch c {
+	case "", CompressionZstd:
+		return CompressionZstd, nil
+	case CompressionLZ4, CompressionNone:
+		return c, nil
+	}
+	return "", fmt.Errorf("fragment: unknown compression %q (want zstd, lz4 or none)", string(c))
+}
+
+// Defaults for WriterOptions.
+const (
+	DefaultMaxRowsPerBatch = 65536
+	DefaultMaxRowsPerFile  = 1 << 20
+)
+
+// DataFile describes one stored data file. A manifest keeps it per fragment; Size lets a
+// reader open the file without a HEAD request.
+type DataFile struct {
+	Key         string        // object key relative to the store root, e.g. "<table>/data/<ulid>.arrow"
+	Size        int64         // bytes
+	Rows        int64         // rows in the file (sum of Batches[i].Rows)
+	FieldIDs    []int32       // top-level field ids of the file's columns, in file schema order
+	Compression Compression   // codec of the record batch buffers
+	Stats       []ColumnStats // whole-file statistics, one per column in file schema order
+	Batches     []BatchInfo   // one per IPC record batch, in file order
+	// FooterCRC32C is the CRC32C (Castagnoli) of the footer and trailer: the last
+	// 10+footer-length bytes. Checked by OpenFile when Batches is set.
+	FooterCRC32C uint32
+}
+
+// BatchInfo describes one IPC record batch of a data file.
+type BatchInfo struct {
+	Rows  int64
+	Stats []ColumnStats // one per column, in file schema order
+	// CRC32C is the CRC32C (Castagnoli) of the batch's IPC block (metadata and body).
+	// ReadBatch checks it whenever it reads the whole block.
+	CRC32C uint32
+}
+
+// ErrCorrupt is wrapped by every error that reports stored bytes which cannot be decoded:
+// a truncated object, a bad magic, a checksum mismatch, an IPC structure that does not
+// parse, or a file that disagrees with its DataFile description.
+var ErrCorrupt = errors.New("corrupt object")
+
+// ErrUnsupportedVersion is wrapped when an object carries a format version newer than this
+// code understands. Such an object is refused, never guessed at.
+var ErrUnsupportedVersion = errors.New("unsupported format version")
+
+// CorruptError reports a stored object that cannot be decoded. It names the object key
+// and wraps a class (ErrCorrupt or ErrUnsupportedVersion) and, when there is one, the cause.
+type CorruptError struct {
+	Key    string // object key
+	Object string // what the object is: "data file" or "deletion vector"
+	Class  error  // ErrCorrupt or ErrUnsupportedVersion
+	Err    error  // cause; may be nil
+}
+
+func (e *CorruptError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("%s %s: %v", e.Object, e.Key, e.Class)
+	}
+	return fmt.Sprintf("%s %s: %v: %v", e.Object, e.Key, e.Class, e.Err)
+}
+
+// Unwrap exposes the class and the cause to errors.Is and errors.As.
+func (e *CorruptError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{e.Class}
+	}
+	return []error{e.Class, e.Err}
+}
+
+func corruptf(object, key, format string, args ...any) error {
+	return &CorruptError{Key: key, Object: object, Class: ErrCorrupt, Err: fmt.Errorf(format, args...)}
+}
+
+const (
+	objDataFile = "data file"
+	objDV       = "deletion vector"
+)

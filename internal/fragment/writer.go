@@ -1,0 +1,361 @@
+package fragment
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/shale-db/shale/internal/objstore"
+)
+
+// FieldIDsMetadataKey is the schema metadata key under which a data file records its
+// top-level field ids, as decimal numbers joined by ",".
+const FieldIDsMetadataKey = "shale:field_ids"
+
+// WriterOptions tune a Writer. Zero values take the defaults.
+type WriterOptions struct {
+	Compression     Compression      // default CompressionZstd
+	MaxRowsPerBatch int              // rows per IPC record batch, default DefaultMaxRowsPerBatch
+	MaxRowsPerFile  int              // rows per data file, default DefaultMaxRowsPerFile
+	Allocator       memory.Allocator // default memory.DefaultAllocator
+}
+
+// ErrClosed is returned by Write and Close after Close.
+var ErrClosed = errors.New("fragment: writer is closed")
+
+// ErrSchemaMismatch is returned by Write when a record's schema differs from the writer's.
+var ErrSchemaMismatch = errors.New("fragment: record schema does not match the writer schema")
+
+// Writer streams records into data files of at most MaxRowsPerFile rows each, re-chunking
+// them into record batches of at most MaxRowsPerBatch rows. Every batch but the last of a
+// file is full. Each file is encoded in memory and stored with one Put under
+// dir + "/" + <ULID> + ".arrow". A Writer is not safe for concurrent use.
+type Writer struct {
+	ctx      context.Context
+	store    objstore.Store
+	dir      string
+	schema   *arrow.Schema // the input schema plus the field-id metadata
+	fieldIDs []int32
+	opts     WriterOptions
+	ipcOpts  []ipc.Option
+
+	pending     []arrow.RecordBatch // slices waiting to form the next batch
+	pendingRows int64
+
+	cur     *fileBuilder
+	written []DataFile
+	err     error // sticky: once a write fails the Writer refuses more work
+	closed  bool
+}
+
+type fileBuilder struct {
+	buf     bytes.Buffer
+	fw      *ipc.FileWriter
+	rows    int64
+	batches []BatchInfo
+	stats   []ColumnStats // exact whole-file statistics so far
+}
+
+// NewWriter returns a Writer for records of schema whose top-level columns have the given
+// field ids (one per field, distinct). Errors: invalid options or field ids.
+func NewWriter(ctx context.Context, s objstore.Store, dir string, schema *arrow.Schema, fieldIDs []int32, opts WriterOptions) (*Writer, error) {
+	if schema.NumFields() == 0 {
+		return nil, errors.New("fragment: schema has no fields")
+	}
+	if len(fieldIDs) != schema.NumFields() {
+		return nil, fmt.Errorf("fragment: %d field ids for %d fields", len(fieldIDs), schema.NumFields())
+	}
+	seen := make(map[int32]bool, len(fieldIDs))
+	for _, id := range fieldIDs {
+		if seen[id] {
+			return nil, fmt.Errorf("fragment: duplicate field id %d", id)
+		}
+		seen[id] = true
+	}
+	c, err := opts.Compression.normalize()
+	if err != nil {
+		return nil, err
+	}
+	opts.Compression = c
+	if opts.MaxRowsPerBatch <= 0 {
+		opts.MaxRowsPerBatch = DefaultMaxRowsPerBatch
+	}
+	if opts.MaxRowsPerFile <= 0 {
+		opts.MaxRowsPerFile = DefaultMaxRowsPerFile
+	}
+	if opts.Allocator == nil {
+		opts.Allocator = memory.DefaultAllocator
+	}
+	md := schema.Metadata()
+	keys := append([]string(nil), md.Keys()...)
+	vals := append([]string(nil), md.Values()...)
+	if i := md.FindKey(FieldIDsMetadataKey); i >= 0 {
+		vals[i] = encodeFieldIDs(fieldIDs)
+	} else {
+		keys = append(keys, FieldIDsMetadataKey)
+		vals = append(vals, encodeFieldIDs(fieldIDs))
+	}
+	meta := arrow.NewMetadata(keys, vals)
+	fileSchema := arrow.NewSchemaWithEndian(schema.Fields(), &meta, schema.Endianness())
+
+	ipcOpts := []ipc.Option{ipc.WithSchema(fileSchema), ipc.WithAllocator(opts.Allocator)}
+	switch opts.Compression {
+	case CompressionZstd:
+		ipcOpts = append(ipcOpts, ipc.WithZstd())
+	case CompressionLZ4:
+		ipcOpts = append(ipcOpts, ipc.WithLZ4())
+	}
+	return &Writer{
+		ctx: ctx, store: s, dir: strings.TrimSuffix(dir, "/"), schema: fileSchema,
+		fieldIDs: append([]int32(nil), fieldIDs...), opts: opts, ipcOpts: ipcOpts,
+	}, nil
+}
+
+func encodeFieldIDs(ids []int32) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.FormatInt(int64(id), 10)
+	}
+	return strings.Join(parts, ",")
+}
+
+func decodeFieldIDs(s string) ([]int32, error) {
+	parts := strings.Split(s, ",")
+	out := make([]int32, len(parts))
+	for i, p := range parts {
+		v, err := strconv.ParseInt(p, 10, 32)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = int32(v)
+	}
+	return out, nil
+}
+
+// Write appends rec's rows. The record is not retained after Write returns. A data file
+// that fills up is stored before Write returns. Errors: ErrClosed, ErrSchemaMismatch,
+// encoding errors, and store errors (*objstore.Error); after an error the Writer is failed.
+func (w *Writer) Write(rec arrow.RecordBatch) error {
+	if w.closed {
+		return ErrClosed
+	}
+	if w.err != nil {
+		return w.err
+	}
+	if !sameFields(rec.Schema(), w.schema) {
+		return fmt.Errorf("%w: got %v, want %v", ErrSchemaMismatch, rec.Schema(), w.schema)
+	}
+	n := rec.NumRows()
+	batchMax, fileMax := int64(w.opts.MaxRowsPerBatch), int64(w.opts.MaxRowsPerFile)
+	for off := int64(0); off < n; {
+		fileRows := int64(0)
+		if w.cur != nil {
+			fileRows = w.cur.rows
+		}
+		room := min(batchMax-w.pendingRows, fileMax-fileRows-w.pendingRows)
+		take := min(room, n-off)
+		w.pending = append(w.pending, rec.NewSlice(off, off+take))
+		w.pendingRows += take
+		off += take
+		if w.pendingRows == batchMax || fileRows+w.pendingRows == fileMax {
+			if err := w.flushBatch(); err != nil {
+				return w.fail(err)
+			}
+		}
+		if w.cur != nil && w.cur.rows == fileMax {
+			if err := w.finishFile(); err != nil {
+				return w.fail(err)
+			}
+		}
+	}
+	return nil
+}
+
+func sameFields(a, b *arrow.Schema) bool {
+	if a.NumFields() != b.NumFields() {
+		return false
+	}
+	for i := 0; i < a.NumFields(); i++ {
+		fa, fb := a.Field(i), b.Field(i)
+		if fa.Name != fb.Name || fa.Nullable != fb.Nullable || !arrow.TypeEqual(fa.Type, fb.Type) {
+			return false
+		}
+	}
+	return true
+}
+
+func (w *Writer) fail(err error) error {
+	w.err = err
+	w.releasePending()
+	if w.cur != nil {
+		w.cur.fw.Close()
+		w.cur = nil
+	}
+	return err
+}
+
+func (w *Writer) releasePending() {
+	for _, r := range w.pending {
+		r.Release()
+	}
+	w.pending, w.pendingRows = nil, 0
+}
+
+// flushBatch turns the pending slices into one record batch and encodes it.
+func (w *Writer) flushBatch() error {
+	if w.pendingRows == 0 {
+		return nil
+	}
+	rec, err := w.concatPending()
+	w.releasePending()
+	if err != nil {
+		return err
+	}
+	defer rec.Release()
+	if w.cur == nil {
+		fb := &fileBuilder{}
+		fw, err := ipc.NewFileWriter(&fb.buf, w.ipcOpts...)
+		if err != nil {
+			return fmt.Errorf("fragment: ipc writer: %w", err)
+		}
+		fb.fw = fw
+		w.cur = fb
+	}
+	if err := w.cur.fw.Write(rec); err != nil {
+		return fmt.Errorf("fragment: encode record batch: %w", err)
+	}
+	w.cur.rows += rec.NumRows()
+	raw := batchStats(rec, w.fieldIDs)
+	if w.cur.stats == nil {
+		w.cur.stats = raw
+	} else {
+		for i := range raw {
+			w.cur.stats[i] = mergeRaw(w.cur.stats[i], raw[i])
+		}
+	}
+	w.cur.batches = append(w.cur.batches, BatchInfo{Rows: rec.NumRows(), Stats: finalizeAll(raw)})
+	return nil
+}
+
+// concatPending returns the pending slices as one record of the file schema.
+func (w *Writer) concatPending() (arrow.RecordBatch, error) {
+	cols := make([]arrow.Array, w.schema.NumFields())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	for i := range cols {
+		if len(w.pending) == 1 {
+			cols[i] = w.pending[0].Column(i)
+			cols[i].Retain()
+			continue
+		}
+		parts := make([]arrow.Array, len(w.pending))
+		for j, p := range w.pending {
+			parts[j] = p.Column(i)
+		}
+		c, err := array.Concatenate(parts, w.opts.Allocator)
+		if err != nil {
+			return nil, fmt.Errorf("fragment: concatenate column %d: %w", i, err)
+		}
+		cols[i] = c
+	}
+	return array.NewRecordBatch(w.schema, cols, w.pendingRows), nil
+}
+
+// finishFile closes the current IPC file and stores it with one Put.
+func (w *Writer) finishFile() error {
+	fb := w.cur
+	w.cur = nil
+	if err := fb.fw.Close(); err != nil {
+		return fmt.Errorf("fragment: finish ipc file: %w", err)
+	}
+	name := ulid.Make().String() + ".arrow"
+	key := name
+	if w.dir != "" {
+		key = w.dir + "/" + name
+	}
+	data := fb.buf.Bytes()
+	footerCRC, err := checksumBlocks(data, fb.batches)
+	if err != nil {
+		return fmt.Errorf("fragment: re-read the encoded file: %w", err)
+	}
+	if err := w.store.Put(w.ctx, key, data); err != nil {
+		return err
+	}
+	df := DataFile{
+		Key: key, Size: int64(len(data)), Rows: fb.rows,
+		FieldIDs:     append([]int32(nil), w.fieldIDs...),
+		Compression:  w.opts.Compression,
+		Batches:      fb.batches,
+		FooterCRC32C: footerCRC,
+	}
+	df.Stats = finalizeAll(fb.stats)
+	w.written = append(w.written, df)
+	return nil
+}
+
+// Close flushes buffered rows, stores the last data file and returns every file written,
+// in write order (none if no rows were written). On error the files already stored are
+// still listed by Written, so a caller can record them for garbage collection.
+func (w *Writer) Close() ([]DataFile, error) {
+	if w.closed {
+		return nil, ErrClosed
+	}
+	w.closed = true
+	if w.err != nil {
+		return nil, w.err
+	}
+	if err := w.flushBatch(); err != nil {
+		return nil, w.fail(err)
+	}
+	if w.cur != nil {
+		if err := w.finishFile(); err != nil {
+			return nil, w.fail(err)
+		}
+	}
+	return w.Written(), nil
+}
+
+// Written returns the data files stored so far.
+func (w *Writer) Written() []DataFile { return append([]DataFile(nil), w.written...) }
+
+// Schema is the schema of the files written: the input schema plus FieldIDsMetadataKey.
+func (w *Writer) Schema() *arrow.Schema { return w.schema }
+
+// checksumBlocks sets each batch's CRC32C from the encoded file and returns the footer's.
+func checksumBlocks(file []byte, batches []BatchInfo) (uint32, error) {
+	n := len(file)
+	if n < 8+ipcTrailerLen {
+		return 0, errors.New("file too short")
+	}
+	footerLen := int(int32(binary.LittleEndian.Uint32(file[n-ipcTrailerLen:])))
+	if footerLen <= 0 || footerLen+ipcTrailerLen > n {
+		return 0, fmt.Errorf("bad footer length %d", footerLen)
+	}
+	fi, err := parseFooter(file[n-ipcTrailerLen-footerLen : n-ipcTrailerLen])
+	if err != nil {
+		return 0, err
+	}
+	if len(fi.Batches) != len(batches) {
+		return 0, fmt.Errorf("footer lists %d batches, %d were written", len(fi.Batches), len(batches))
+	}
+	for i, b := range fi.Batches {
+		batches[i].CRC32C = crc32.Checksum(file[b.Offset:b.Offset+int64(b.MetaLen)+b.BodyLen], castagnoli)
+	}
+	return crc32.Checksum(file[n-ipcTrailerLen-footerLen:], castagnoli), nil
+}
