@@ -1,0 +1,241 @@
+package filter
+
+import (
+	"context"
+	"math/rand"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// seed returns the property-test seed: $FILTER_SEED if set, else the clock.
+// It is logged so a failure can be replayed.
+func seed(t *testing.T) int64 {
+	s := time.Now().UnixNano()
+	if v := os.Getenv("FILTER_SEED"); v != "" {
+		var err error
+		if s, err = strconv.ParseInt(v, 10, 64); err != nil {
+			t.Fatalf("FILTER_SEED: %v", err)
+		}
+	}
+	t.Logf("seed %d (rerun with FILTER_SEED=%d)", s, s)
+	return s
+}
+
+func maskBools(m *array.Boolean) []bool {
+	out := make([]bool, m.Len())
+	for i := range out {
+		out[i] = m.Value(i)
+	}
+	return out
+}
+
+// TestEvaluateMatchesReference evaluates random predicates over random
+// batches with nulls and compares every row with the brute-force model. It
+// also checks the mask has no nulls and that nothing leaks.
+func TestEvaluateMatchesReference(t *testing.T) {
+	s := seed(t)
+	r := rand.New(rand.NewSource(s))
+	dataMem := memory.NewGoAllocator()
+	evalMem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	ctx := compute.WithAllocator(context.Background(), evalMem)
+	schema := testSchema()
+	batches, preds := 150, 25
+	if testing.Short() {
+		batches = 40
+	}
+	checked := 0
+	for bi := 0; bi < batches; bi++ {
+		b := genBatch(r, dataMem, r.Intn(200))
+		g := &gen{r: r, b: b}
+		for pi := 0; pi < preds; pi++ {
+			p := g.pred(3)
+			e, err := Parse(p.sql, schema)
+			if err != nil {
+				t.Fatalf("batch %d: Parse(%q): %v", bi, p.sql, err)
+			}
+			m, err := e.Evaluate(ctx, b.rec)
+			if err != nil {
+				t.Fatalf("batch %d: Evaluate(%q): %v", bi, p.sql, err)
+			}
+			if m.Len() != b.n || m.NullN() != 0 {
+				t.Fatalf("%q: mask has %d rows and %d nulls, want %d rows, no nulls", p.sql, m.Len(), m.NullN(), b.n)
+			}
+			for i := 0; i < b.n; i++ {
+				if want := p.eval(i) == tvTrue; m.Value(i) != want {
+					row := make(map[string]any)
+					for ci, c := range testCols {
+						row[c.name] = b.vals[ci][i]
+					}
+					t.Fatalf("batch %d row %d: %q (normalized %q) selected=%v, reference says %v\nrow: %v",
+						bi, i, p.sql, e.String(), m.Value(i), want, row)
+				}
+			}
+			m.Release()
+
+			// The normalized text must mean the same thing.
+			e2, err := Parse(e.String(), schema)
+			if err != nil {
+				t.Fatalf("Parse(String()) of %q = %q: %v", p.sql, e.String(), err)
+			}
+			if e2.String() != e.String() {
+				t.Fatalf("String is not stable: %q -> %q -> %q", p.sql, e.String(), e2.String())
+			}
+			m2, err := e2.Evaluate(ctx, b.rec)
+			if err != nil {
+				t.Fatalf("Evaluate(%q): %v", e.String(), err)
+			}
+			for i := 0; i < b.n; i++ {
+				if want := p.eval(i) == tvTrue; m2.Value(i) != want {
+					t.Fatalf("row %d: normalized %q of %q selected=%v, want %v", i, e.String(), p.sql, m2.Value(i), want)
+				}
+			}
+			m2.Release()
+			checked++
+		}
+		b.rec.Release()
+	}
+	evalMem.AssertSize(t, 0)
+	t.Logf("%d predicates checked row by row", checked)
+}
+
+// TestEvaluateCases pins the semantics that matter most on a small batch.
+func TestEvaluateCases(t *testing.T) {
+	mem := memory.NewGoAllocator()
+	schema := testSchema()
+	bld := array.NewRecordBuilder(mem, schema)
+	defer bld.Release()
+	// Rows: 0 and 1 hold values, 2 is all null.
+	bld.Field(0).(*array.Int16Builder).AppendValues([]int16{-32768, 32767, 0}, []bool{true, true, false})
+	bld.Field(1).(*array.Int64Builder).AppendValues([]int64{1 << 53, 1<<53 + 1, 0}, []bool{true, true, false})
+	bld.Field(2).(*array.Uint32Builder).AppendValues([]uint32{0, 4294967295, 0}, []bool{true, true, false})
+	bld.Field(3).(*array.Float32Builder).AppendValues([]float32{0.1, 2.5, 0}, []bool{true, true, false})
+	bld.Field(4).(*array.Float64Builder).AppendValues([]float64{0.1, 2.5, 0}, []bool{true, true, false})
+	bld.Field(5).(*array.StringBuilder).AppendValues([]string{"SFO", "sfo", ""}, []bool{true, true, false})
+	bld.Field(6).(*array.LargeStringBuilder).AppendValues([]string{"a%b", "ab", ""}, []bool{true, true, false})
+	bld.Field(7).(*array.BooleanBuilder).AppendValues([]bool{true, false, false}, []bool{true, true, false})
+	for _, v := range []string{"2006-01-01T00:00:00Z", "2006-03-31T23:59:59.999999Z"} {
+		ts, _ := time.Parse(time.RFC3339Nano, v)
+		bld.Field(8).(*array.TimestampBuilder).Append(arrowTS(ts))
+	}
+	bld.Field(8).AppendNull()
+	bld.Field(9).(*array.Date32Builder).AppendValues([]arrowDate{baseDay, baseDay + 89, 0}, []bool{true, true, false})
+	rec := bld.NewRecordBatch()
+	defer rec.Release()
+
+	cases := []struct {
+		where string
+		want  []bool
+	}{
+		{"i16 > 100000", []bool{false, false, false}},
+		{"i16 < 100000", []bool{true, true, false}},
+		{"NOT (i16 > 100000)", []bool{true, true, false}}, // NULL row stays unselected
+		{"i16 >= -32768", []bool{true, true, false}},
+		{"i16 = -40000 OR i16 = 32767", []bool{false, true, false}},
+		{"i16 = 2.5", []bool{false, false, false}},
+		{"i16 != 2.5", []bool{true, true, false}},
+		{"i16 < -32767.5", []bool{true, false, false}},
+		{"'5' > i16", []bool{true, false, false}},
+		{"i64 = 9007199254740993", []bool{false, true, false}}, // exact, not via float64
+		{"i64 > 9007199254740992.5", []bool{false, true, false}},
+		{"u32 = 4294967295", []bool{false, true, false}},
+		{"u32 > -1", []bool{true, true, false}},
+		{"u32 < 0", []bool{false, false, false}},
+		{"f32 = 0.1", []bool{false, false, false}}, // float32(0.1) is not the double 0.1
+		{"f64 = 0.1", []bool{true, false, false}},
+		{"f32 = 2.5", []bool{false, true, false}},
+		{"f32 IN (2.5, 7)", []bool{false, true, false}},
+		{"s = 'SFO'", []bool{true, false, false}}, // case-sensitive
+		{"s IN ('SFO', NULL)", []bool{true, false, false}},
+		{"s NOT IN ('SFO', NULL)", []bool{false, false, false}}, // NULL in list: never TRUE
+		{"s NOT IN ('SFO')", []bool{false, true, false}},
+		{"ls LIKE 'a\\%%'", []bool{true, false, false}},
+		{"ls LIKE 'a_'", []bool{false, true, false}},
+		{"ls NOT LIKE 'a%'", []bool{false, false, false}},
+		{"b", []bool{true, false, false}},
+		{"NOT b", []bool{false, true, false}},
+		{"b IS NOT TRUE", []bool{false, true, true}},
+		{"b IS FALSE", []bool{false, true, false}},
+		{"b IS NOT FALSE", []bool{true, false, true}},
+		{"b IN (TRUE)", []bool{true, false, false}},
+		{"b = 1", []bool{true, false, false}},
+		{"b > FALSE", []bool{true, false, false}},
+		{"i16 IS NULL", []bool{false, false, true}},
+		{"(i16 > 0) IS NULL", []bool{false, false, true}},
+		{"i16 = NULL", []bool{false, false, false}},
+		{"NOT (i16 = NULL)", []bool{false, false, false}},
+		{"i16 > 0 OR b IS NULL", []bool{false, true, true}},
+		{"ts BETWEEN '2006-01-01' AND '2006-03-31'", []bool{true, false, false}},
+		{"ts BETWEEN '2006-01-01' AND '2006-03-31 23:59:59.999999'", []bool{true, true, false}},
+		{"ts < '2006-03-31T23:59:59.9999991Z'", []bool{true, true, false}},
+		{"ts = TIMESTAMP '2006-01-01 00:00:00'", []bool{true, false, false}},
+		{"ts = DATE '2006-01-01'", []bool{true, false, false}},
+		{"ts > '2006-01-01T01:00:00+02:00'", []bool{true, true, false}}, // = 2005-12-31T23:00Z
+		{"d32 = '2006-03-31'", []bool{false, true, false}},
+		{"d32 > '2006-01-01 00:00:01'", []bool{false, true, false}},
+		{"d32 >= TIMESTAMP '2006-01-01 00:00:00.000000001'", []bool{false, true, false}},
+		{"d32 < DATE '2006-01-02'", []bool{true, false, false}},
+		{"i16 < i64", []bool{true, true, false}},
+		{"i16 > u32", []bool{false, false, false}},
+		{"f32 < f64", []bool{false, false, false}},
+		{"f32 > f64", []bool{true, false, false}}, // float32(0.1) > 0.1
+		{"s = ls", []bool{false, false, false}},
+		{"b = b", []bool{true, true, false}},
+		{"ts = ts", []bool{true, true, false}},
+		{"1 = 1", []bool{true, true, true}},
+		{"1 = 0 OR i16 > 0", []bool{false, true, false}},
+		{"TRUE", []bool{true, true, true}},
+		{"NULL", []bool{false, false, false}},
+		{"NOT NULL", []bool{false, false, false}},
+		{"`I16` > 0", []bool{false, true, false}}, // case-insensitive fallback
+		{"t.i16 > 0", []bool{false, true, false}},
+	}
+	evalMem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	ctx := compute.WithAllocator(context.Background(), evalMem)
+	for _, c := range cases {
+		e, err := Parse(c.where, schema)
+		if err != nil {
+			t.Errorf("Parse(%q): %v", c.where, err)
+			continue
+		}
+		for _, sub := range []struct {
+			name string
+			off  int64
+		}{{"whole", 0}, {"tail", 1}} {
+			r := rec.NewSlice(sub.off, rec.NumRows())
+			m, err := e.Evaluate(ctx, r)
+			r.Release()
+			if err != nil {
+				t.Errorf("Evaluate(%q): %v", c.where, err)
+				continue
+			}
+			if got, want := maskBools(m), c.want[sub.off:]; !equalBools(got, want) {
+				t.Errorf("%s: %q (normalized %q) = %v, want %v", sub.name, c.where, e.String(), got, want)
+			}
+			m.Release()
+		}
+	}
+	evalMem.AssertSize(t, 0)
+}
+
+func equalBools(a, b []bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+type arrowDate = arrow.Date32
+
+func arrowTS(t time.Time) arrow.Timestamp { return arrow.Timestamp(t.UnixMicro()) }

@@ -1,0 +1,202 @@
+// Package filter parses SQL WHERE expressions, binds them to an Arrow
+// schema, evaluates them over record batches with arrow-go compute kernels,
+// and decides from per-column statistics whether a fragment, zone or batch
+// can hold a matching row.
+//
+// The language is the WHERE clause of MySQL as read by the TiDB parser:
+// comparisons (= != <> < <= > >=) between a column and a literal (either
+// order) or two columns; AND, OR, NOT (also &&, ||, !) with SQL three-valued
+// logic; [NOT] IN (literal, …); [NOT] BETWEEN; IS [NOT] NULL;
+// IS [NOT] TRUE/FALSE; [NOT] LIKE 'pattern' on strings (case-sensitive,
+// binary collation); a boolean column on its own; parentheses. Literals are
+// integers, decimals, floats, strings ('…' or "…"), TRUE, FALSE, NULL,
+// TIMESTAMP '…' and DATE '…'.
+//
+// Literals are coerced to the column they meet and compared exactly:
+// int16col > 100000 is FALSE for every non-null row, intcol = 2.5 is FALSE,
+// intcol < 2.5 is intcol <= 2; a numeric string ('42') compares with a
+// numeric column; a string compares with a timestamp or date column when it
+// reads as RFC 3339 or 'YYYY-MM-DD[ HH:MM:SS[.ffffff]]' (UTC). Float columns
+// compare as float64 against the literal's nearest double. Two columns of
+// different numeric types compare as int64, uint64 or float64.
+//
+// Supported column types: int8-64, uint8-64, float32/64, bool, string,
+// large_string, timestamp (any unit and zone), date32, date64.
+package filter
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/pingcap/tidb/pkg/parser"
+	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/format"
+	_ "github.com/pingcap/tidb/pkg/parser/test_driver" // literal values for the parser
+)
+
+// Errors returned by Parse (and by Evaluate when a batch does not fit the
+// bound schema), always wrapped with detail: the position and the text near
+// a syntax error, the column name, the offending expression.
+var (
+	// ErrSyntax: the text is not a WHERE expression (malformed, or it has
+	// more than the expression: a second statement, ORDER BY, LIMIT, …).
+	ErrSyntax = errors.New("filter: syntax error")
+	// ErrUnknownColumn: a referenced column is not in the schema (or is ambiguous).
+	ErrUnknownColumn = errors.New("filter: unknown column")
+	// ErrType: a literal or column cannot be compared with a column's type
+	// ('abc' with an int column), or a non-boolean is used as a condition.
+	ErrType = errors.New("filter: type mismatch")
+	// ErrUnsupported: valid SQL the filter does not evaluate (functions,
+	// arithmetic, subqueries, XOR, <=>, ILIKE, hex literals, …).
+	ErrUnsupported = errors.New("filter: unsupported expression")
+)
+
+// Expr is a WHERE expression bound to a schema. It is immutable and safe
+// for concurrent use.
+type Expr struct {
+	root   node
+	schema *arrow.Schema
+	cols   []int // referenced field indices, ascending
+}
+
+// sqlPrefix wraps the WHERE text into a statement the parser accepts.
+const sqlPrefix = "SELECT * FROM t WHERE "
+
+var parsers = sync.Pool{New: func() any { return parser.New() }}
+
+// baseline is the restored text of the wrapper statement without its WHERE;
+// a parsed statement restoring to anything else had more than a WHERE.
+var baseline = func() string {
+	p := parser.New()
+	stmts, _, err := p.ParseSQL("SELECT * FROM t")
+	if err != nil {
+		panic(err)
+	}
+	return restore(stmts[0])
+}()
+
+func restore(n ast.Node) string {
+	var sb strings.Builder
+	if err := n.Restore(format.NewRestoreCtx(format.DefaultRestoreFlags, &sb)); err != nil {
+		return fmt.Sprintf("<unrestorable %T: %v>", n, err)
+	}
+	return sb.String()
+}
+
+// Parse parses where (the text after WHERE) and binds it to schema.
+//
+// Errors wrap ErrSyntax (with the 1-based column in where and the text
+// near it), ErrUnknownColumn (naming the column and listing the schema's),
+// ErrType (naming the literal, column and type) or ErrUnsupported.
+func Parse(where string, schema *arrow.Schema) (*Expr, error) {
+	if schema == nil {
+		schema = arrow.NewSchema(nil, nil)
+	}
+	if strings.TrimSpace(where) == "" {
+		return nil, fmt.Errorf("%w: empty WHERE expression", ErrSyntax)
+	}
+	p := parsers.Get().(*parser.Parser)
+	stmts, _, err := p.ParseSQL(sqlPrefix + where)
+	parsers.Put(p)
+	if err != nil {
+		return nil, syntaxError(where, err)
+	}
+	if len(stmts) != 1 {
+		return nil, fmt.Errorf("%w: %d statements in %q: only a WHERE expression is allowed", ErrSyntax, len(stmts), where)
+	}
+	sel, ok := stmts[0].(*ast.SelectStmt)
+	if !ok || sel.Where == nil {
+		return nil, fmt.Errorf("%w: %q is not a WHERE expression", ErrSyntax, where)
+	}
+	cond := sel.Where
+	sel.Where = nil
+	if rest := restore(sel); rest != baseline {
+		return nil, fmt.Errorf("%w: %q has clauses after the WHERE expression (%s)", ErrSyntax, where,
+			strings.TrimSpace(strings.TrimPrefix(rest, baseline)))
+	}
+	b := &binder{schema: schema, used: map[int]bool{}}
+	root, err := b.predicate(cond)
+	if err != nil {
+		return nil, err
+	}
+	e := &Expr{root: root, schema: schema}
+	for i := range b.used {
+		e.cols = append(e.cols, i)
+	}
+	slices.Sort(e.cols)
+	return e, nil
+}
+
+var parserPos = regexp.MustCompile(`(?s)line (\d+) column (\d+) near "(.*)"`)
+
+// syntaxError restates a parser error in terms of the WHERE text.
+func syntaxError(where string, err error) error {
+	m := parserPos.FindStringSubmatch(err.Error())
+	if m == nil {
+		return fmt.Errorf("%w in %q: %v", ErrSyntax, where, err)
+	}
+	line, _ := strconv.Atoi(m[1])
+	col, _ := strconv.Atoi(m[2])
+	if line == 1 {
+		col -= len(sqlPrefix)
+	}
+	near := strings.TrimRight(m[3], " ")
+	at := fmt.Sprintf("near %q", near)
+	if near == "" {
+		at = "at the end"
+	}
+	pos := fmt.Sprintf("column %d", col)
+	if line > 1 {
+		pos = fmt.Sprintf("line %d column %d", line, col)
+	}
+	return fmt.Errorf("%w at %s of %q, %s", ErrSyntax, pos, where, at)
+}
+
+// String returns the expression in normalized form: keywords upper case,
+// literal on the right of a comparison, BETWEEN and IN kept, parentheses
+// only where needed (always after NOT), identifiers back-quoted when they
+// are not plain words. Parse(e.String(), schema) gives an equivalent Expr.
+func (e *Expr) String() string {
+	var sb strings.Builder
+	e.root.write(&sb)
+	return sb.String()
+}
+
+// Columns returns the names of the columns the expression references, in
+// schema order, each once.
+func (e *Expr) Columns() []string {
+	out := make([]string, len(e.cols))
+	for i, idx := range e.cols {
+		out[i] = e.schema.Field(idx).Name
+	}
+	return out
+}
+
+// Schema returns the schema the expression is bound to.
+func (e *Expr) Schema() *arrow.Schema { return e.schema }
+
+var (
+	plainIdent = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	keywords   = func() map[string]bool {
+		m := make(map[string]bool, len(parser.Keywords))
+		for _, k := range parser.Keywords {
+			m[strings.ToUpper(k.Word)] = true
+		}
+		return m
+	}()
+)
+
+// quoteIdent renders a column name, back-quoting it unless it is a plain
+// word that is not an SQL keyword.
+func quoteIdent(name string) string {
+	if plainIdent.MatchString(name) && !keywords[strings.ToUpper(name)] {
+		return name
+	}
+	return "`" + strings.ReplaceAll(name, "`", "``") + "`"
+}
