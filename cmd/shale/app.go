@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/shale-db/shale/engine"
+	"github.com/shale-db/shale/internal/coord"
+	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/manifest"
+)
+
+// app holds the global flags and the connections one command uses.
+type app struct {
+	stdout, stderr io.Writer
+
+	// Global flags.
+	homeFlag  string
+	storeFlag string
+	etcdFlag  string
+	jsonOut   bool
+
+	// started is set once cobra has parsed the command line and validated the arguments,
+	// so errors before it are usage errors.
+	started bool
+
+	home   string // resolved state directory
+	coord  *coord.Client
+	store  objstore.Store
+	db     *engine.DB
+	closer []func()
+}
+
+func newApp(stdout, stderr io.Writer) *app { return &app{stdout: stdout, stderr: stderr} }
+
+const rootLong = `shale manages versioned columnar tables in an object store.
+
+Tables live in a store (--store): file:///dir, mem://name, s3://bucket/prefix or
+gs://bucket/prefix. Each table's published version is kept in etcd. Without --etcd,
+shale starts (or joins) a background embedded etcd under the state directory, shared by
+every shale process using the same directory, which stops by itself 30 s after the
+last one exits.
+
+State directory (--home): $SHALE_HOME, else $XDG_STATE_HOME/shale, else
+~/.local/state/shale. The default store is file://<home>/store.
+
+Exit status: 0 success, 1 the command failed, 2 usage error.`
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "shale",
+		Short:         "Versioned columnar tables on object storage",
+		Long:          rootLong,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return usagef("no command given")
+		},
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			a.started = true
+			return a.resolveHome()
+		},
+	}
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &usageError{err} })
+	root.CompletionOptions.DisableDefaultCmd = true
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.storeFlag, "store", "", "store URL (default file://<home>/store)")
+	pf.StringVar(&a.etcdFlag, "etcd", "", "etcd endpoints host:port,... of an existing cluster (default: the embedded etcd under <home>)")
+	pf.StringVar(&a.homeFlag, "home", "", "state directory (default $SHALE_HOME, else $XDG_STATE_HOME/shale, else ~/.local/state/shale)")
+	pf.BoolVar(&a.jsonOut, "json", false, "machine-readable JSON output")
+
+	root.AddCommand(
+		a.createCommand(),
+		a.importCommand(),
+		a.queryCommand(),
+		a.deleteCommand(),
+		a.versionsCommand(),
+		a.inspectCommand(),
+		a.statusCommand(),
+		a.demoCommand(),
+	)
+	// Usage errors from cobra's own checks (arguments, required flags) get exit status 2.
+	for _, c := range root.Commands() {
+		if c.Args != nil {
+			inner := c.Args
+			c.Args = func(cmd *cobra.Command, args []string) error {
+				if err := inner(cmd, args); err != nil {
+					var ue *usageError
+					if errors.As(err, &ue) {
+						return err
+					}
+					return &usageError{err}
+				}
+				return nil
+			}
+		}
+	}
+	return root
+}
+
+// resolveHome finds the state directory (no I/O).
+func (a *app) resolveHome() error {
+	h := a.homeFlag
+	if h == "" {
+		h = os.Getenv("SHALE_HOME")
+	}
+	if h == "" {
+		if x := os.Getenv("XDG_STATE_HOME"); x != "" {
+			h = filepath.Join(x, "shale")
+		}
+	}
+	if h == "" {
+		u, err := os.UserHomeDir()
+		if err != nil {
+			return fmt.Errorf("cannot find a state directory: set SHALE_HOME or --home (%v)", err)
+		}
+		h = filepath.Join(u, ".local", "state", "shale")
+	}
+	abs, err := filepath.Abs(h)
+	if err != nil {
+		return fmt.Errorf("state directory %q: %v", h, err)
+	}
+	a.home = abs
+	return nil
+}
+
+// storeURL is the --store flag or the default local store under the state directory.
+func (a *app) storeURL() string {
+	if a.storeFlag != "" {
+		return a.storeFlag
+	}
+	return (&url.URL{Scheme: "file", Path: filepath.Join(a.home, "store")}).String()
+}
+
+// etcdEndpoints parses --etcd.
+func (a *app) etcdEndpoints() []string {
+	var eps []string
+	for _, e := range strings.Split(a.etcdFlag, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			eps = append(eps, e)
+		}
+	}
+	return eps
+}
+
+// open connects to etcd and the store and opens the DB (once per command).
+func (a *app) open(ctx context.Context) (*engine.DB, error) {
+	if a.db != nil {
+		return a.db, nil
+	}
+	c, err := coord.Connect(ctx, coord.Config{Endpoints: a.etcdEndpoints(), StateDir: a.home})
+	if err != nil {
+		return nil, err
+	}
+	a.coord = c
+	a.closer = append(a.closer, func() { c.Close() })
+	s, err := objstore.Open(ctx, a.storeURL(), objstore.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", a.storeURL(), err)
+	}
+	a.store = s
+	a.closer = append(a.closer, func() { s.Close() })
+	db, err := engine.Open(ctx, s, engine.Options{Etcd: c.Etcd()})
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", s.URL(), err)
+	}
+	a.db = db
+	return db, nil
+}
+
+// close releases what open acquired, in reverse order.
+func (a *app) close() {
+	for i := len(a.closer) - 1; i >= 0; i-- {
+		a.closer[i]()
+	}
+	a.closer = nil
+}
+
+// openTable validates the name before any I/O, then opens the table at its published
+// version.
+func (a *app) openTable(ctx context.Context, name string) (*engine.Table, error) {
+	if err := manifest.ValidateTableName(name); err != nil {
+		return nil, err
+	}
+	db, err := a.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return db.OpenTable(ctx, name)
+}
+
+// printJSON writes v as indented JSON to stdout.
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// printf writes to stdout.
+func (a *app) printf(format string, args ...any) { fmt.Fprintf(a.stdout, format, args...) }
+
+// flagChanged reports whether a flag was given on the command line.
+func flagChanged(fs *pflag.FlagSet, name string) bool {
+	f := fs.Lookup(name)
+	return f != nil && f.Changed
+}
+
+// seconds formats a duration for people: "1.23 s" or "45 ms".
+func seconds(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	}
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+// perSecond is n per second over d, or 0.
+func perSecond(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// thousands formats n with thin separators: 3,000,000.
+func thousands(n int64) string {
+	s := fmt.Sprintf("%d", n)
+	neg := strings.HasPrefix(s, "-")
+	if neg {
+		s = s[1:]
+	}
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// humanBytes formats a size: "13.5 MB".
+func humanBytes(n int64) string {
+	const unit = 1000
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %cB", float64(n)/float64(div), "kMGTPE"[exp])
+}

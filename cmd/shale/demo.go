@@ -1,0 +1,388 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/spf13/cobra"
+
+	"github.com/shale-db/shale/engine"
+	"github.com/shale-db/shale/manifest"
+)
+
+const defaultDemoData = "testdata/flights-3m.parquet"
+
+// demoQueries are the demo's filters (the flights table: date timestamp[us], delay int64,
+// distance int64, origin, destination).
+const (
+	demoOrigin      = "SFO"
+	demoDelayWhere  = "delay > 60 AND date BETWEEN '2001-01-01' AND '2001-03-31'"
+	demoDeleteWhere = "origin = 'ORD'"
+)
+
+func (a *app) demoCommand() *cobra.Command {
+	var data, table string
+	var fresh bool
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Import 3 million flights and tour queries, deletes, versions and time travel",
+		Long: `Run Shale end to end on real data: 3,000,000 U.S. domestic flights (Bureau of
+Transportation Statistics on-time records, as packaged by vega-datasets; see
+testdata/README.md).
+
+The demo uses the embedded etcd and the local store under the state directory (or
+--store / --etcd), imports the Parquet file into the table "flights" with a progress
+bar, then runs and times: flights from one origin, long delays in a date range, the
+top 10 routes, a delete with counts before and after, the version list, and a
+time-travel query at the version before the delete that still sees the deleted rows.
+
+Running it again is safe: an existing demo table is overwritten in a new version (its
+history is kept, so the version list grows), or, with --fresh, dropped first (its
+catalog pointer and every object under its prefix are deleted) so the demo starts from
+an empty table at version 1.
+
+--data defaults to testdata/flights-3m.parquet, looked up in the working directory and
+then in each parent directory (so it works anywhere inside the repository).`,
+		Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := manifest.ValidateTableName(table); err != nil {
+				return err
+			}
+			path, err := findDemoData(data)
+			if err != nil {
+				return err
+			}
+			return a.demo(cmd.Context(), path, table, fresh)
+		},
+	}
+	cmd.Flags().StringVar(&data, "data", defaultDemoData, "the flights Parquet file")
+	cmd.Flags().StringVar(&table, "table", "flights", "the demo table")
+	cmd.Flags().BoolVar(&fresh, "fresh", false, "drop the demo table first and start from version 1")
+	return cmd
+}
+
+// findDemoData resolves a relative path against the working directory and then its
+// parents.
+func findDemoData(p string) (string, error) {
+	if filepath.IsAbs(p) {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("demo data: %w", err)
+		}
+		return p, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		cand := filepath.Join(dir, p)
+		if _, err := os.Stat(cand); err == nil {
+			return cand, nil
+		}
+		if filepath.Dir(dir) == dir {
+			break
+		}
+	}
+	return "", fmt.Errorf("demo data %s not found in %s or its parents (pass --data)", p, wd)
+}
+
+// step times one part of the demo.
+type step struct {
+	a     *app
+	start time.Time
+}
+
+// section prints a numbered heading (and the WHERE expression the step uses, if any) and
+// starts its clock.
+func (a *app) section(n int, title, where string) *step {
+	head := fmt.Sprintf("── %d. %s ", n, title)
+	a.printf("\n%s%s\n", head, strings.Repeat("─", max(3, 78-len([]rune(head)))))
+	if where != "" {
+		a.printf("   WHERE %s\n\n", where)
+	}
+	return &step{a: a, start: time.Now()}
+}
+
+func (s *step) done(format string, args ...any) {
+	s.a.printf("   %s  [%s]\n", fmt.Sprintf(format, args...), seconds(time.Since(s.start)))
+}
+
+func (a *app) demo(ctx context.Context, path, table string, fresh bool) error {
+	total := time.Now()
+	a.printf("Shale demo: %s (U.S. BTS on-time flight records, via vega-datasets)\n", filepath.Base(path))
+	db, err := a.open(ctx)
+	if err != nil {
+		return err
+	}
+	a.printf("store %s, etcd %s (connected in %s)\n", db.Store().URL(), strings.Join(a.coord.Endpoints(), ","), seconds(time.Since(total)))
+
+	// 0. Import.
+	st := a.section(0, "Import", "")
+	exists := true
+	if _, err := db.OpenTable(ctx, table); errors.Is(err, manifest.ErrTableNotFound) {
+		exists = false
+	} else if err != nil && !fresh {
+		return err
+	}
+	if fresh && exists {
+		n, err := dropTable(ctx, db, table)
+		if err != nil {
+			return err
+		}
+		a.printf("   --fresh: dropped table %s (%s objects)\n", table, thousands(int64(n)))
+		exists = false
+	}
+	if exists {
+		a.printf("   table %s exists: overwriting it in a new version (history kept; --fresh starts over)\n", table)
+	}
+	res, err := a.importFile(ctx, path, table, importOptions{format: formatParquet, overwrite: exists})
+	if err != nil {
+		return err
+	}
+	st.done("%s rows into %s, version %d, %s rows/s", thousands(res.Rows), table, res.Version, thousands(int64(res.RowsPerS)))
+	t, err := db.OpenTable(ctx, table)
+	if err != nil {
+		return err
+	}
+	a.printf("   schema: %s\n", schemaText(t.Schema()))
+
+	// 1. One origin.
+	where1 := fmt.Sprintf("origin = '%s'", demoOrigin)
+	st = a.section(1, "Flights from "+demoOrigin, where1)
+	n1, err := t.Count(ctx, where1)
+	if err != nil {
+		return err
+	}
+	if err := a.demoRows(ctx, t, where1, 5); err != nil {
+		return err
+	}
+	st.done("%s of %s flights leave from %s", thousands(n1), thousands(t.Manifest().LiveRows()), demoOrigin)
+
+	// 2. Delays in a date range.
+	st = a.section(2, "Delayed over an hour in Q1 2001", demoDelayWhere)
+	n2, err := t.Count(ctx, demoDelayWhere)
+	if err != nil {
+		return err
+	}
+	if err := a.demoRows(ctx, t, demoDelayWhere, 5); err != nil {
+		return err
+	}
+	st.done("%s flights matched", thousands(n2))
+
+	// 3. Top routes.
+	st = a.section(3, "Top 10 routes by number of flights", "")
+	routes, scanned, err := topRoutes(ctx, t, 10)
+	if err != nil {
+		return err
+	}
+	grid := [][]string{{"#", "ROUTE", "FLIGHTS"}}
+	for i, r := range routes {
+		grid = append(grid, []string{fmt.Sprint(i + 1), r.origin + " → " + r.destination, thousands(r.flights)})
+	}
+	a.printGridIndent(grid, map[int]bool{0: true, 2: true})
+	st.done("aggregated %s rows (origin, destination) in Go", thousands(scanned))
+
+	// 4. Delete.
+	st = a.section(4, "Delete the flights from Chicago O'Hare", demoDeleteWhere)
+	beforeVersion := t.Version()
+	beforeAll := t.Manifest().LiveRows()
+	beforeMatch, err := t.Count(ctx, demoDeleteWhere)
+	if err != nil {
+		return err
+	}
+	a.printf("   before: %s rows, %s matching (version %d)\n", thousands(beforeAll), thousands(beforeMatch), beforeVersion)
+	dres, err := t.Delete(ctx, demoDeleteWhere)
+	if err != nil {
+		return err
+	}
+	afterMatch, err := t.Count(ctx, demoDeleteWhere)
+	if err != nil {
+		return err
+	}
+	a.printf("   after:  %s rows, %s matching (version %d)\n", thousands(t.Manifest().LiveRows()), thousands(afterMatch), t.Version())
+	st.done("deleted %s rows with deletion vectors in version %d", thousands(dres.Rows), dres.Version)
+
+	// 5. Versions.
+	st = a.section(5, "Versions of "+table, "")
+	vs, err := t.Versions(ctx)
+	if err != nil {
+		return err
+	}
+	a.printVersionsIndent(vs)
+	st.done("%d versions", len(vs))
+
+	// 6. Time travel.
+	st = a.section(6, fmt.Sprintf("Time travel to version %d, before the delete", beforeVersion), demoDeleteWhere)
+	old, err := t.Checkout(ctx, beforeVersion)
+	if err != nil {
+		return err
+	}
+	nOld, err := old.Count(ctx, demoDeleteWhere)
+	if err != nil {
+		return err
+	}
+	a.printf("   version %d: %s rows where %s (now: %s)\n", beforeVersion, thousands(nOld), demoDeleteWhere, thousands(afterMatch))
+	if err := a.demoRows(ctx, old, demoDeleteWhere, 3); err != nil {
+		return err
+	}
+	st.done("the deleted rows are still readable at version %d", beforeVersion)
+	if nOld != beforeMatch {
+		return fmt.Errorf("time travel: version %d shows %d rows where %s, expected %d", beforeVersion, nOld, demoDeleteWhere, beforeMatch)
+	}
+
+	a.printf("\nDone in %s. Try:\n", seconds(time.Since(total)))
+	a.printf("  shale query %s --where \"origin = 'JFK' AND delay > 120\" --limit 10\n", table)
+	a.printf("  shale query %s --version %d --where \"%s\" --limit 5\n", table, beforeVersion, demoDeleteWhere)
+	a.printf("  shale inspect %s\n  shale versions %s\n", table, table)
+	return nil
+}
+
+// demoRows prints the first n rows matching where, indented.
+func (a *app) demoRows(ctx context.Context, t *engine.Table, where string, n int64) error {
+	sc, err := t.Scan(ctx, engine.ScanOptions{Filter: where, Limit: n})
+	if err != nil {
+		return err
+	}
+	defer sc.Release()
+	var sb strings.Builder
+	w, _ := newRowWriter(outTable, &sb, sc.Schema())
+	for sc.Next() {
+		if err := w.Write(sc.RecordBatch()); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	w.Close()
+	for _, line := range strings.Split(strings.TrimRight(sb.String(), "\n"), "\n") {
+		a.printf("   %s\n", line)
+	}
+	return nil
+}
+
+type route struct {
+	origin, destination string
+	flights             int64
+}
+
+// topRoutes counts flights per (origin, destination) over a scan of those two columns
+// and returns the n most frequent (ties by name), plus the rows scanned.
+func topRoutes(ctx context.Context, t *engine.Table, n int) ([]route, int64, error) {
+	sc, err := t.Scan(ctx, engine.ScanOptions{Columns: []string{"origin", "destination"}})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer sc.Release()
+	type key struct{ o, d string }
+	counts := map[key]int64{}
+	var rows int64
+	for sc.Next() {
+		rec := sc.RecordBatch()
+		o, err := stringColumn(rec.Column(0))
+		if err != nil {
+			return nil, 0, err
+		}
+		d, err := stringColumn(rec.Column(1))
+		if err != nil {
+			return nil, 0, err
+		}
+		for i := 0; i < int(rec.NumRows()); i++ {
+			k := key{o(i), d(i)}
+			if c, ok := counts[k]; ok {
+				counts[k] = c + 1
+			} else {
+				counts[key{strings.Clone(k.o), strings.Clone(k.d)}] = 1
+			}
+		}
+		rows += rec.NumRows()
+	}
+	if err := sc.Err(); err != nil {
+		return nil, 0, err
+	}
+	out := make([]route, 0, len(counts))
+	for k, c := range counts {
+		out = append(out, route{k.o, k.d, c})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].flights != out[j].flights {
+			return out[i].flights > out[j].flights
+		}
+		if out[i].origin != out[j].origin {
+			return out[i].origin < out[j].origin
+		}
+		return out[i].destination < out[j].destination
+	})
+	return out[:min(n, len(out))], rows, nil
+}
+
+// stringColumn returns an accessor for a string-like column (nulls read as "").
+func stringColumn(arr arrow.Array) (func(int) string, error) {
+	switch a := arr.(type) {
+	case *array.String:
+		return a.Value, nil
+	case *array.LargeString:
+		return a.Value, nil
+	case *array.StringView:
+		return a.Value, nil
+	}
+	return nil, fmt.Errorf("column of type %s is not a string column", arr.DataType())
+}
+
+// dropTable deletes a table: its catalog pointer first (so no reader is directed to
+// removed objects), then every object under its prefix. It returns the objects deleted.
+// The engine has no DropTable yet; this is the demo's --fresh.
+func dropTable(ctx context.Context, db *engine.DB, table string) (int, error) {
+	if err := manifest.ValidateTableName(table); err != nil {
+		return 0, err
+	}
+	if c := db.Catalog(); c != nil {
+		if err := c.Delete(ctx, table); err != nil {
+			return 0, fmt.Errorf("drop table %q: %w", table, err)
+		}
+	}
+	objs, err := db.Store().List(ctx, table+"/", 0)
+	if err != nil {
+		return 0, fmt.Errorf("drop table %q: %w", table, err)
+	}
+	for _, o := range objs {
+		if err := db.Store().Delete(ctx, o.Key); err != nil {
+			return 0, fmt.Errorf("drop table %q: %w", table, err)
+		}
+	}
+	return len(objs), nil
+}
+
+func schemaText(s *arrow.Schema) string {
+	parts := make([]string, s.NumFields())
+	for i, f := range s.Fields() {
+		parts[i] = f.Name + " " + f.Type.String()
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (a *app) printGridIndent(rows [][]string, right map[int]bool) {
+	var sb strings.Builder
+	sub := &app{stdout: &sb}
+	sub.printGrid(rows, right)
+	for _, line := range strings.Split(strings.TrimRight(sb.String(), "\n"), "\n") {
+		a.printf("   %s\n", line)
+	}
+}
+
+func (a *app) printVersionsIndent(vs []engine.VersionInfo) {
+	var sb strings.Builder
+	sub := &app{stdout: &sb}
+	sub.printVersions(vs)
+	for _, line := range strings.Split(strings.TrimRight(sb.String(), "\n"), "\n") {
+		a.printf("   %s\n", line)
+	}
+}

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/spf13/cobra"
+
+	"github.com/shale-db/shale/engine"
+	"github.com/shale-db/shale/manifest"
+)
+
+// importResult is what an import did.
+type importResult struct {
+	Table     string        `json:"table"`
+	File      string        `json:"file"`
+	Format    string        `json:"format"`
+	Created   bool          `json:"created"`
+	Overwrite bool          `json:"overwrite,omitempty"`
+	Rows      int64         `json:"rows"`
+	Version   uint64        `json:"version"`
+	Elapsed   time.Duration `json:"-"`
+	ElapsedMS int64         `json:"elapsed_ms"`
+	RowsPerS  float64       `json:"rows_per_second"`
+}
+
+// importOptions tune importFile.
+type importOptions struct {
+	format    string // "" = from the extension
+	overwrite bool   // replace the table's rows (and schema) instead of appending
+	quiet     bool   // no progress output
+}
+
+func (a *app) importCommand() *cobra.Command {
+	var table string
+	var opts importOptions
+	cmd := &cobra.Command{
+		Use:   "import FILE --table TABLE",
+		Short: "Import a Parquet, Arrow IPC, CSV or JSON Lines file",
+		Long: `Import a file into a table in one new version.
+
+Formats (from the extension, or --format): parquet (.parquet), arrow (.arrow, .feather,
+.ipc: Arrow IPC file or stream), csv (.csv), tsv (.tsv), jsonl (.jsonl, .ndjson, .json:
+one object per line). CSV and JSON Lines column types are inferred from the first ` + fmt.Sprint(sampleRows) + `
+rows (int64, float64, bool, date32, timestamp[us], string) when the table is new; an
+existing table's column types are used otherwise.
+
+A missing table is created with the file's schema; an existing one gets the rows
+appended (the file must have the table's columns and types, else nothing is committed).
+The file is streamed in batches of ` + fmt.Sprint(importBatchRows) + ` rows, so memory stays bounded.`,
+		Example: `  shale import flights.parquet --table flights
+  shale import trips.csv --table trips
+  shale import events.log --format jsonl --table events`,
+		Args: exactArgs("FILE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.format != "" {
+				f, ok := normalizeFormat(opts.format)
+				if !ok {
+					return usagef("unknown --format %q (want %s)", opts.format, formatList)
+				}
+				opts.format = f
+			}
+			if table == "" {
+				base := filepath.Base(args[0])
+				table = strings.TrimSuffix(base, filepath.Ext(base))
+			}
+			res, err := a.importFile(cmd.Context(), args[0], table, opts)
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				return a.printJSON(res)
+			}
+			a.printImport(res)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&table, "table", "t", "", "table to import into (default: the file name without its extension)")
+	cmd.Flags().StringVar(&opts.format, "format", "", "input format: "+formatList+" (default: from the extension)")
+	cmd.Flags().BoolVar(&opts.overwrite, "overwrite", false, "replace the table's rows and schema instead of appending")
+	return cmd
+}
+
+func (a *app) printImport(r *importResult) {
+	verb := "Appended"
+	switch {
+	case r.Created:
+		verb = "Created " + r.Table + " and imported"
+	case r.Overwrite:
+		verb = "Overwrote " + r.Table + " with"
+	}
+	into := ""
+	if !r.Created && !r.Overwrite {
+		into = " to " + r.Table
+	}
+	a.printf("%s %s rows%s from %s: version %d, %s, %s rows/s\n",
+		verb, thousands(r.Rows), into, filepath.Base(r.File), r.Version, seconds(r.Elapsed), thousands(int64(r.RowsPerS)))
+}
+
+// importFile streams path into table: created from the file's schema when missing,
+// appended to (or, with opts.overwrite, overwritten) otherwise. Errors: the table name's,
+// the file's (missing, unsupported format, unreadable: naming the file), schema mismatch
+// (wrapping engine.ErrSchemaMismatch; nothing is committed), and commit errors.
+func (a *app) importFile(ctx context.Context, path, table string, opts importOptions) (*importResult, error) {
+	start := time.Now()
+	if err := manifest.ValidateTableName(table); err != nil {
+		return nil, err
+	}
+	format := opts.format
+	if format == "" {
+		f, err := formatFromName(path)
+		if err != nil {
+			return nil, err
+		}
+		format = f
+	}
+	db, err := a.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t, err := db.OpenTable(ctx, table)
+	if err != nil && !errors.Is(err, manifest.ErrTableNotFound) {
+		return nil, err
+	}
+	var want *arrow.Schema
+	if t != nil && !opts.overwrite {
+		want = t.Schema()
+	}
+	src, err := openSource(ctx, path, format, want, memory.DefaultAllocator)
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	// Read the first batch before creating anything, so that a file that is not what
+	// its extension says fails with no new version.
+	pk, err := peek(src.rdr)
+	if err != nil {
+		pk.Release()
+		return nil, (&progressReader{RecordReader: src.rdr, src: src}).Err()
+	}
+	defer pk.Release()
+	if want != nil && !opts.overwrite {
+		if err := sameSchema(table, want, pk.Schema()); err != nil {
+			return nil, err
+		}
+	}
+	res := &importResult{Table: table, File: path, Format: format}
+	if t == nil {
+		t, err = db.CreateTable(ctx, table, pk.Schema())
+		switch {
+		case errors.Is(err, engine.ErrTableExists): // created meanwhile by someone else
+			if t, err = db.OpenTable(ctx, table); err != nil {
+				return nil, err
+			}
+			if err := sameSchema(table, t.Schema(), pk.Schema()); err != nil {
+				return nil, err
+			}
+		case err != nil:
+			return nil, err
+		default:
+			res.Created = true
+		}
+	}
+	var p *progress
+	if !opts.quiet {
+		p = newProgress(a.stderr, "importing "+table, src.rows, src.size)
+	}
+	rdr := &progressReader{RecordReader: pk, src: src, p: p}
+	var cr engine.CommitResult
+	if opts.overwrite && !res.Created {
+		res.Overwrite = true
+		cr, err = t.Overwrite(ctx, rdr)
+	} else {
+		cr, err = t.Append(ctx, rdr)
+	}
+	if p != nil {
+		p.finish()
+	}
+	if err != nil {
+		if res.Created {
+			err = fmt.Errorf("%w (table %q was created at version %d with no rows)", err, table, t.Version())
+		}
+		return nil, err
+	}
+	res.Rows = rdr.rows
+	res.Version = cr.Version
+	if res.Version == 0 {
+		res.Version = t.Version()
+	}
+	res.Elapsed = time.Since(start)
+	res.ElapsedMS = res.Elapsed.Milliseconds()
+	res.RowsPerS = perSecond(res.Rows, res.Elapsed)
+	return res, nil
+}
+
+// sameSchema checks that a file's columns can be appended to a table: the same names in
+// the same order with the same types. Errors wrap engine.ErrSchemaMismatch and name the
+// first difference.
+func sameSchema(table string, want, got *arrow.Schema) error {
+	if got.NumFields() != want.NumFields() {
+		return fmt.Errorf("table %q: %w: the file has %d columns (%s), the table has %d (%s)", table, engine.ErrSchemaMismatch,
+			got.NumFields(), strings.Join(names(got), ", "), want.NumFields(), strings.Join(names(want), ", "))
+	}
+	for i := range want.NumFields() {
+		w, g := want.Field(i), got.Field(i)
+		if w.Name != g.Name {
+			return fmt.Errorf("table %q: %w: column %d of the file is %q, the table has %q", table, engine.ErrSchemaMismatch, i+1, g.Name, w.Name)
+		}
+		if !arrow.TypeEqual(w.Type, g.Type) {
+			return fmt.Errorf("table %q: %w: column %q of the file is %s, the table has %s", table, engine.ErrSchemaMismatch, g.Name, g.Type, w.Type)
+		}
+	}
+	return nil
+}

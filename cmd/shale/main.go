@@ -1,0 +1,106 @@
+// Command shale is the operator's tool for Shale tables: create, import, query, delete,
+// list versions, inspect manifests, compare HEAD with the published version, and a demo.
+//
+// Exit status: 0 on success, 1 when the command failed, 2 on a usage error (unknown
+// command or flag, missing or extra arguments, a bad flag value). Errors print one line
+// to stderr.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shale-db/shale/internal/coord"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+func main() {
+	// The embedded default etcd runs as a background process that re-executes this
+	// binary; it must take over before anything else happens.
+	coord.ServeIfRequested()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes one command line and returns the exit status. Errors are printed to
+// stderr as one line.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	app := newApp(stdout, stderr)
+	root := app.rootCommand()
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	app.close()
+	if err == nil {
+		return exitOK
+	}
+	code := exitError
+	var ue *usageError
+	if errors.As(err, &ue) || !app.started {
+		// Cobra reports unknown commands, unknown flags, bad flag values and argument
+		// count errors before our PersistentPreRunE runs.
+		code = exitUsage
+	}
+	msg := oneLine(err.Error())
+	if code == exitUsage {
+		name := "shale"
+		if cmd != nil {
+			name = cmd.CommandPath()
+		}
+		msg += fmt.Sprintf(" (see '%s --help')", name)
+	}
+	fmt.Fprintf(stderr, "shale: error: %s\n", msg)
+	return code
+}
+
+// usageError marks an error in how the command was called (exit status 2).
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+// oneLine folds a multi-line error message into one line.
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	parts := strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' })
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	return strings.Join(parts, "; ")
+}
+
+// exactArgs is cobra.ExactArgs with a usage error and a message naming the arguments.
+func exactArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != len(names) {
+			want := strings.Join(names, " ")
+			if want == "" {
+				return usagef("%s takes no arguments, got %q", cmd.Name(), args)
+			}
+			return usagef("%s needs %s (got %d argument(s))", cmd.Name(), want, len(args))
+		}
+		return nil
+	}
+}

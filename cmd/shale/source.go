@@ -1,0 +1,476 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/csv"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/shale-db/shale/engine"
+)
+
+// Import formats.
+const (
+	formatParquet = "parquet"
+	formatArrow   = "arrow" // Arrow IPC file or stream (told apart by the file's magic)
+	formatCSV     = "csv"
+	formatTSV     = "tsv"
+	formatJSONL   = "jsonl"
+)
+
+const formatList = "parquet, arrow, csv, tsv, jsonl"
+
+// importBatchRows is the number of rows per record batch read from an input file; it
+// bounds the memory an import holds besides the data file being written.
+const importBatchRows = 64 * 1024
+
+// ErrUnsupportedFormat: the input format is unknown or cannot be told from the file name.
+var ErrUnsupportedFormat = errors.New("unsupported input format")
+
+// ErrInput: the input file cannot be read as its format.
+var ErrInput = errors.New("cannot read input")
+
+// normalizeFormat maps a --format value (or alias) to a format name.
+func normalizeFormat(f string) (string, bool) {
+	switch strings.ToLower(strings.TrimPrefix(f, ".")) {
+	case "parquet", "pq":
+		return formatParquet, true
+	case "arrow", "ipc", "feather", "arrows":
+		return formatArrow, true
+	case "csv":
+		return formatCSV, true
+	case "tsv":
+		return formatTSV, true
+	case "jsonl", "ndjson", "json":
+		return formatJSONL, true
+	}
+	return "", false
+}
+
+// formatFromName tells the format from a file extension.
+func formatFromName(path string) (string, error) {
+	ext := strings.ToLower(filepath.Ext(path))
+	if f, ok := normalizeFormat(ext); ok && ext != "" {
+		return f, nil
+	}
+	if ext == "" {
+		return "", fmt.Errorf("%w: %s has no extension; pass --format (%s)", ErrUnsupportedFormat, path, formatList)
+	}
+	return "", fmt.Errorf("%w: %q (file %s); supported: %s, or pass --format", ErrUnsupportedFormat, ext, path, formatList)
+}
+
+// source is an open input file streamed as record batches.
+type source struct {
+	path   string
+	format string
+	size   int64 // bytes
+	rows   int64 // total rows when the format tells (Parquet), else -1
+	file   *countingFile
+	rdr    array.RecordReader
+	// inferred says the schema was inferred from a sample (CSV, JSON Lines).
+	inferred bool
+	closers  []func()
+}
+
+// bytesRead is how much of the file has been read so far.
+func (s *source) bytesRead() int64 { return s.file.n.Load() }
+
+func (s *source) Close() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+	s.closers = nil
+}
+
+// countingFile counts the bytes read through it (for progress).
+type countingFile struct {
+	f *os.File
+	n atomic.Int64
+}
+
+func (c *countingFile) Read(p []byte) (int, error) {
+	n, err := c.f.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+func (c *countingFile) ReadAt(p []byte, off int64) (int, error) {
+	n, err := c.f.ReadAt(p, off)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+func (c *countingFile) Seek(off int64, whence int) (int64, error) { return c.f.Seek(off, whence) }
+
+// openSource opens path as format ("" = from the extension). With want (the schema of an
+// existing table), CSV and JSON Lines are parsed with the table's column types after
+// their column names are checked against it; otherwise the types are inferred from the
+// first sampleRows rows. Errors: ErrUnsupportedFormat, ErrInput (naming the file),
+// engine.ErrSchemaMismatch (CSV/JSON column names), os errors for a missing file.
+func openSource(ctx context.Context, path, format string, want *arrow.Schema, mem memory.Allocator) (*source, error) {
+	if format == "" {
+		f, err := formatFromName(path)
+		if err != nil {
+			return nil, err
+		}
+		format = f
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if st.IsDir() {
+		f.Close()
+		return nil, fmt.Errorf("%w: %s is a directory", ErrInput, path)
+	}
+	s := &source{path: path, format: format, size: st.Size(), rows: -1, file: &countingFile{f: f}}
+	s.closers = append(s.closers, func() { f.Close() })
+	switch format {
+	case formatParquet:
+		err = s.openParquet(ctx, mem)
+	case formatArrow:
+		err = s.openArrow(mem)
+	case formatCSV:
+		err = s.openCSV(want, ',', mem)
+	case formatTSV:
+		err = s.openCSV(want, '\t', mem)
+	case formatJSONL:
+		err = s.openJSONL(want, mem)
+	default:
+		err = fmt.Errorf("%w: %q (supported: %s)", ErrUnsupportedFormat, format, formatList)
+	}
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *source) inputError(err error) error {
+	if errors.Is(err, ErrInput) || errors.Is(err, engine.ErrSchemaMismatch) {
+		return err
+	}
+	return fmt.Errorf("%w %s as %s: %v", ErrInput, s.path, s.format, err)
+}
+
+func (s *source) openParquet(ctx context.Context, mem memory.Allocator) error {
+	props := parquet.NewReaderProperties(mem)
+	props.BufferedStreamEnabled = true
+	props.BufferSize = 1 << 20
+	pr, err := file.NewParquetReader(s.file, file.WithReadProps(props))
+	if err != nil {
+		return s.inputError(err)
+	}
+	s.closers = append(s.closers, func() { pr.Close() })
+	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: importBatchRows}, mem)
+	if err != nil {
+		return s.inputError(err)
+	}
+	rr, err := fr.GetRecordReader(ctx, nil, nil)
+	if err != nil {
+		return s.inputError(err)
+	}
+	s.closers = append(s.closers, rr.Release)
+	s.rows = pr.NumRows()
+	s.rdr = stripMetadata(rr)
+	return nil
+}
+
+func (s *source) openArrow(mem memory.Allocator) error {
+	magic := make([]byte, 6)
+	if _, err := s.file.f.ReadAt(magic, 0); err != nil && !errors.Is(err, io.EOF) {
+		return s.inputError(err)
+	}
+	if string(magic) == "ARROW1" {
+		fr, err := ipc.NewFileReader(s.file, ipc.WithAllocator(mem))
+		if err != nil {
+			return s.inputError(err)
+		}
+		s.closers = append(s.closers, func() { fr.Close() })
+		s.rdr = stripMetadata(&ipcFileReader{fr: fr})
+		return nil
+	}
+	r, err := ipc.NewReader(bufio.NewReaderSize(s.file, 1<<20), ipc.WithAllocator(mem))
+	if err != nil {
+		return s.inputError(fmt.Errorf("neither an Arrow IPC file nor stream: %v", err))
+	}
+	s.closers = append(s.closers, r.Release)
+	s.rdr = stripMetadata(r)
+	return nil
+}
+
+// ipcFileReader adapts ipc.FileReader (random access) to array.RecordReader.
+type ipcFileReader struct {
+	fr  *ipc.FileReader
+	i   int
+	cur arrow.RecordBatch
+	err error
+}
+
+func (r *ipcFileReader) Schema() *arrow.Schema { return r.fr.Schema() }
+func (r *ipcFileReader) Next() bool {
+	if r.cur != nil {
+		r.cur.Release()
+		r.cur = nil
+	}
+	if r.err != nil || r.i >= r.fr.NumRecords() {
+		return false
+	}
+	rec, err := r.fr.RecordBatchAt(r.i) // owned by us
+	if err != nil {
+		r.err = fmt.Errorf("record batch %d: %w", r.i, err)
+		return false
+	}
+	r.i++
+	r.cur = rec
+	return true
+}
+func (r *ipcFileReader) RecordBatch() arrow.RecordBatch { return r.cur }
+func (r *ipcFileReader) Record() arrow.RecordBatch      { return r.cur }
+func (r *ipcFileReader) Err() error                     { return r.err }
+func (r *ipcFileReader) Retain()                        {}
+func (r *ipcFileReader) Release() {
+	if r.cur != nil {
+		r.cur.Release()
+		r.cur = nil
+	}
+}
+
+func (s *source) openCSV(want *arrow.Schema, comma rune, mem memory.Allocator) error {
+	if err := s.rewind(); err != nil {
+		return s.inputError(err)
+	}
+	sample, err := sampleCSV(bufio.NewReaderSize(s.file.f, 1<<20), comma, sampleRows)
+	if err != nil {
+		return s.inputError(err)
+	}
+	inferred := inferCSVSchema(sample)
+	schema := inferred
+	if want != nil {
+		if err := sameColumns(s.path, want, inferred, true); err != nil {
+			return err
+		}
+		schema = want
+	} else {
+		s.inferred = true
+	}
+	if err := s.rewind(); err != nil {
+		return s.inputError(err)
+	}
+	r := csv.NewReader(bufio.NewReaderSize(s.file, 1<<20), schema,
+		csv.WithHeader(true), csv.WithComma(comma), csv.WithChunk(importBatchRows),
+		csv.WithNullReader(true, ""), csv.WithAllocator(mem))
+	s.closers = append(s.closers, r.Release)
+	s.rdr = r
+	return nil
+}
+
+func (s *source) openJSONL(want *arrow.Schema, mem memory.Allocator) error {
+	if err := s.rewind(); err != nil {
+		return s.inputError(err)
+	}
+	inferred, err := inferJSONLSchema(bufio.NewReaderSize(s.file.f, 1<<20), sampleRows)
+	if err != nil {
+		return s.inputError(err)
+	}
+	schema := inferred
+	if want != nil {
+		if err := sameColumns(s.path, want, inferred, false); err != nil {
+			return err
+		}
+		schema = want
+	} else {
+		s.inferred = true
+	}
+	if err := s.rewind(); err != nil {
+		return s.inputError(err)
+	}
+	r := array.NewJSONReader(bufio.NewReaderSize(s.file, 1<<20), schema, array.WithChunk(importBatchRows), array.WithAllocator(mem))
+	s.closers = append(s.closers, r.Release)
+	s.rdr = r
+	return nil
+}
+
+// sameColumns checks that a file's columns are the table's (for CSV in the same order;
+// JSON objects are matched by key). Errors wrap engine.ErrSchemaMismatch.
+func sameColumns(path string, table, file *arrow.Schema, ordered bool) error {
+	tn, fn := names(table), names(file)
+	mismatch := func() error {
+		return fmt.Errorf("%w: %s has columns (%s), the table has (%s)", engine.ErrSchemaMismatch, path,
+			strings.Join(fn, ", "), strings.Join(tn, ", "))
+	}
+	if len(tn) != len(fn) {
+		return mismatch()
+	}
+	if ordered {
+		for i := range tn {
+			if tn[i] != fn[i] {
+				return mismatch()
+			}
+		}
+		return nil
+	}
+	set := map[string]bool{}
+	for _, n := range tn {
+		set[n] = true
+	}
+	for _, n := range fn {
+		if !set[n] {
+			return mismatch()
+		}
+	}
+	return nil
+}
+
+func names(s *arrow.Schema) []string {
+	out := make([]string, s.NumFields())
+	for i, f := range s.Fields() {
+		out[i] = f.Name
+	}
+	return out
+}
+
+// stripMetadata drops schema- and field-level metadata (pandas, Parquet field ids) from
+// an input, so a table created from a file has a clean schema.
+func stripMetadata(r array.RecordReader) array.RecordReader {
+	in := r.Schema()
+	if in.Metadata().Len() == 0 && !anyFieldMetadata(in) {
+		return r
+	}
+	fields := make([]arrow.Field, in.NumFields())
+	for i, f := range in.Fields() {
+		fields[i] = arrow.Field{Name: f.Name, Type: f.Type, Nullable: f.Nullable}
+	}
+	return &relabel{RecordReader: r, schema: arrow.NewSchema(fields, nil)}
+}
+
+func anyFieldMetadata(s *arrow.Schema) bool {
+	for _, f := range s.Fields() {
+		if f.Metadata.Len() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// relabel presents a reader's batches under another (compatible) schema.
+type relabel struct {
+	array.RecordReader
+	schema *arrow.Schema
+	cur    arrow.RecordBatch
+}
+
+func (r *relabel) Schema() *arrow.Schema { return r.schema }
+func (r *relabel) Next() bool {
+	if r.cur != nil {
+		r.cur.Release()
+		r.cur = nil
+	}
+	if !r.RecordReader.Next() {
+		return false
+	}
+	in := r.RecordReader.RecordBatch()
+	r.cur = array.NewRecordBatch(r.schema, in.Columns(), in.NumRows())
+	return true
+}
+func (r *relabel) RecordBatch() arrow.RecordBatch { return r.cur }
+func (r *relabel) Record() arrow.RecordBatch      { return r.cur }
+func (r *relabel) Release() {
+	if r.cur != nil {
+		r.cur.Release()
+		r.cur = nil
+	}
+	r.RecordReader.Release()
+}
+
+// peekReader replays a first batch already read, then continues with the reader.
+type peekReader struct {
+	array.RecordReader
+	first   arrow.RecordBatch
+	started bool
+	cur     arrow.RecordBatch
+}
+
+// peek reads the first non-empty batch of r, so that format errors at the start of a file
+// show before a table is created. It returns a reader that yields every batch of r.
+func peek(r array.RecordReader) (*peekReader, error) {
+	p := &peekReader{RecordReader: r}
+	for r.Next() {
+		rec := r.RecordBatch()
+		if rec.NumRows() == 0 {
+			continue
+		}
+		rec.Retain()
+		p.first = rec
+		break
+	}
+	return p, r.Err()
+}
+
+func (p *peekReader) Next() bool {
+	if p.cur != nil {
+		p.cur.Release()
+		p.cur = nil
+	}
+	if !p.started {
+		p.started = true
+		if p.first != nil {
+			p.cur, p.first = p.first, nil
+			return true
+		}
+		return false // the peek reached the end
+	}
+	if !p.RecordReader.Next() {
+		return false
+	}
+	p.cur = p.RecordReader.RecordBatch()
+	p.cur.Retain()
+	return true
+}
+func (p *peekReader) RecordBatch() arrow.RecordBatch { return p.cur }
+func (p *peekReader) Record() arrow.RecordBatch      { return p.cur }
+func (p *peekReader) Release() {
+	for _, r := range []arrow.RecordBatch{p.cur, p.first} {
+		if r != nil {
+			r.Release()
+		}
+	}
+	p.cur, p.first = nil, nil
+}
+
+// rewind positions the file at its start, after a UTF-8 byte order mark if it has one.
+func (s *source) rewind() error {
+	head := make([]byte, 3)
+	n, err := s.file.f.ReadAt(head, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	off := int64(0)
+	if bytes.HasPrefix(head[:n], utf8BOM) {
+		off = int64(len(utf8BOM))
+	}
+	_, err = s.file.f.Seek(off, io.SeekStart)
+	return err
+}
+
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
