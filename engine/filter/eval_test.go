@@ -2,9 +2,12 @@ package filter
 
 import (
 	"context"
+	"errors"
+	"math"
 	"math/rand"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -239,3 +242,142 @@ func equalBools(a, b []bool) bool {
 type arrowDate = arrow.Date32
 
 func arrowTS(t time.Time) arrow.Timestamp { return arrow.Timestamp(t.UnixMicro()) }
+
+// TestOtherTypes covers column types outside the property test: timestamp
+// units and zones, date64, int8, uint64, and BETWEEN with column bounds.
+func TestOtherTypes(t *testing.T) {
+	mem := memory.NewGoAllocator()
+	tsS := &arrow.TimestampType{Unit: arrow.Second, TimeZone: "America/New_York"}
+	tsNS := &arrow.TimestampType{Unit: arrow.Nanosecond, TimeZone: "UTC"}
+	tsMS := &arrow.TimestampType{Unit: arrow.Millisecond}
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "s", Type: tsS, Nullable: true},
+		{Name: "ns", Type: tsNS, Nullable: true},
+		{Name: "ms", Type: tsMS, Nullable: true},
+		{Name: "d64", Type: arrow.FixedWidthTypes.Date64, Nullable: true},
+		{Name: "i8", Type: arrow.PrimitiveTypes.Int8, Nullable: true},
+		{Name: "u64", Type: arrow.PrimitiveTypes.Uint64, Nullable: true},
+		{Name: "i32", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+	}, nil)
+	bld := array.NewRecordBuilder(mem, schema)
+	defer bld.Release()
+	t0 := time.Date(2006, 1, 1, 0, 0, 0, 0, time.UTC)
+	t1 := time.Date(2006, 1, 1, 0, 0, 1, 0, time.UTC)
+	bld.Field(0).(*array.TimestampBuilder).AppendValues([]arrow.Timestamp{arrow.Timestamp(t0.Unix()), arrow.Timestamp(t1.Unix()), 0}, []bool{true, true, false})
+	bld.Field(1).(*array.TimestampBuilder).AppendValues([]arrow.Timestamp{arrow.Timestamp(t0.UnixNano() + 1), arrow.Timestamp(t1.UnixNano()), 0}, []bool{true, true, false})
+	bld.Field(2).(*array.TimestampBuilder).AppendValues([]arrow.Timestamp{arrow.Timestamp(t0.UnixMilli()), arrow.Timestamp(t1.UnixMilli() - 1), 0}, []bool{true, true, false})
+	bld.Field(3).(*array.Date64Builder).AppendValues([]arrow.Date64{arrow.Date64(t0.UnixMilli()), arrow.Date64(t0.AddDate(0, 0, 1).UnixMilli()), 0}, []bool{true, true, false})
+	bld.Field(4).(*array.Int8Builder).AppendValues([]int8{-128, 127, 0}, []bool{true, true, false})
+	bld.Field(5).(*array.Uint64Builder).AppendValues([]uint64{0, math.MaxUint64, 0}, []bool{true, true, false})
+	bld.Field(6).(*array.Int32Builder).AppendValues([]int32{-5, 100, 0}, []bool{true, true, false})
+	rec := bld.NewRecordBatch()
+	defer rec.Release()
+	cases := []struct {
+		where string
+		want  []bool
+	}{
+		{"s > '2006-01-01 00:00:00.5'", []bool{false, true, false}},
+		{"s = '2006-01-01T00:00:01Z'", []bool{false, true, false}},
+		{"s = '2005-12-31T19:00:00-05:00'", []bool{true, false, false}},
+		{"s IN ('2006-01-01', '2007-01-01')", []bool{true, false, false}},
+		{"ns > '2006-01-01'", []bool{true, true, false}},
+		{"ns = '2006-01-01 00:00:00.000000001'", []bool{true, false, false}},
+		{"ns > s", []bool{true, false, false}}, // different units and zones: compared as instants
+		{"ms < s", []bool{false, true, false}}, // 00:00:00.999 < 00:00:01
+		{"ms >= ns", []bool{false, false, false}},
+		{"d64 = DATE '2006-01-02'", []bool{false, true, false}},
+		{"d64 < '2006-01-01 12:00'", []bool{true, false, false}},
+		{"i8 > 127.5", []bool{false, false, false}},
+		{"i8 >= 127", []bool{false, true, false}},
+		{"i8 < -128", []bool{false, false, false}},
+		{"i8 IN (-128, 300)", []bool{true, false, false}},
+		{"u64 = 18446744073709551615", []bool{false, true, false}},
+		{"u64 > 18446744073709551614.5", []bool{false, true, false}},
+		{"u64 < -1", []bool{false, false, false}},
+		{"u64 IN (0, -3)", []bool{true, false, false}},
+		{"i8 < i32", []bool{true, false, false}},
+		{"i32 BETWEEN i8 AND 100", []bool{true, false, false}},
+		{"-10 BETWEEN i8 AND i32", []bool{true, false, false}},
+		{"i32 NOT BETWEEN i8 AND 100", []bool{false, true, false}}, // 127 > 100: empty range
+	}
+	for _, c := range cases {
+		e, err := Parse(c.where, schema)
+		if err != nil {
+			t.Errorf("Parse(%q): %v", c.where, err)
+			continue
+		}
+		m, err := e.Evaluate(context.Background(), rec)
+		if err != nil {
+			t.Errorf("Evaluate(%q): %v", c.where, err)
+			continue
+		}
+		if got := maskBools(m); !equalBools(got, c.want) {
+			t.Errorf("%q = %v, want %v", c.where, got, c.want)
+		}
+		m.Release()
+	}
+	if _, err := Parse("u64 = i8", schema); !errors.Is(err, ErrType) {
+		t.Errorf("uint64 = int8: %v, want ErrType", err)
+	}
+}
+
+// TestEvaluateSchemaMismatch: a batch without the bound column, or with it
+// under another type, is refused; a batch with the columns in another order
+// (a projection) is evaluated by name.
+func TestEvaluateSchemaMismatch(t *testing.T) {
+	mem := memory.NewGoAllocator()
+	e, err := Parse("delay > 5 AND origin = 'SFO'", flightsSchema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := func(fields []arrow.Field, fill func(b *array.RecordBuilder)) arrow.RecordBatch {
+		b := array.NewRecordBuilder(mem, arrow.NewSchema(fields, nil))
+		defer b.Release()
+		fill(b)
+		return b.NewRecordBatch()
+	}
+	projected := mk([]arrow.Field{
+		{Name: "origin", Type: arrow.BinaryTypes.LargeString},
+		{Name: "delay", Type: arrow.PrimitiveTypes.Int64},
+	}, func(b *array.RecordBuilder) {
+		b.Field(0).(*array.LargeStringBuilder).AppendValues([]string{"SFO", "SFO", "LAX"}, nil)
+		b.Field(1).(*array.Int64Builder).AppendValues([]int64{10, 1, 10}, nil)
+	})
+	defer projected.Release()
+	m, err := e.Evaluate(context.Background(), projected)
+	if err != nil {
+		t.Fatalf("projected batch: %v", err)
+	}
+	if got := maskBools(m); !equalBools(got, []bool{true, false, false}) {
+		t.Errorf("projected batch: %v", got)
+	}
+	m.Release()
+
+	missing := mk([]arrow.Field{{Name: "delay", Type: arrow.PrimitiveTypes.Int64}}, func(b *array.RecordBuilder) {
+		b.Field(0).(*array.Int64Builder).Append(1)
+	})
+	defer missing.Release()
+	if _, err := e.Evaluate(context.Background(), missing); !errors.Is(err, ErrUnknownColumn) || !strings.Contains(err.Error(), "origin") {
+		t.Errorf("batch without origin: %v, want ErrUnknownColumn naming origin", err)
+	}
+	retyped := mk([]arrow.Field{
+		{Name: "delay", Type: arrow.PrimitiveTypes.Int32},
+		{Name: "origin", Type: arrow.BinaryTypes.LargeString},
+	}, func(b *array.RecordBuilder) {
+		b.Field(0).(*array.Int32Builder).Append(1)
+		b.Field(1).(*array.LargeStringBuilder).Append("SFO")
+	})
+	defer retyped.Release()
+	if _, err := e.Evaluate(context.Background(), retyped); !errors.Is(err, ErrType) || !strings.Contains(err.Error(), "int32") {
+		t.Errorf("batch with delay int32: %v, want ErrType naming the type", err)
+	}
+	empty := mk(flightsSchema().Fields(), func(*array.RecordBuilder) {})
+	defer empty.Release()
+	m, err = e.Evaluate(context.Background(), empty)
+	if err != nil || m.Len() != 0 {
+		t.Errorf("empty batch: %v, %v", m, err)
+	}
+	if m != nil {
+		m.Release()
+	}
+}
