@@ -10,7 +10,8 @@ import (
 // Op names one kind of store request. Counters are kept per Op.
 type Op string
 
-// The request kinds a Store counts. A retried request counts once per attempt.
+// The request kinds a Store counts. A retried request counts once per attempt; a
+// put-if-absent that finds the key taken also counts the head (and get) of its read-back.
 const (
 	OpGet         Op = "get"           // whole-object read
 	OpGetRange    Op = "get_range"     // byte-range read
@@ -19,13 +20,18 @@ const (
 	OpPutIfAbsent Op = "put_if_absent" // conditional create
 	OpList        Op = "list"          // one page of a listing
 	OpDelete      Op = "delete"
+
+	// OpOpen names Open's own failures in an *Error; it is not a counted request.
+	OpOpen Op = "open"
 )
 
-var allOps = []Op{OpGet, OpGetRange, OpHead, OpPut, OpPutIfAbsent, OpList, OpDelete}
+var allOpsArray = [...]Op{OpGet, OpGetRange, OpHead, OpPut, OpPutIfAbsent, OpList, OpDelete}
+
+var allOps = allOpsArray[:]
 
 // Counters counts requests per Op and bytes moved. Safe for concurrent use.
 type Counters struct {
-	reqs         [7]atomic.Int64
+	reqs         [len(allOpsArray)]atomic.Int64
 	bytesRead    atomic.Int64
 	bytesWritten atomic.Int64
 }
@@ -39,10 +45,21 @@ func opIndex(op Op) int {
 	panic("objstore: unknown op " + string(op))
 }
 
-func (c *Counters) add(op Op)          { c.reqs[opIndex(op)].Add(1) }
-func (c *Counters) read(n int64)       { c.bytesRead.Add(n) }
-func (c *Counters) wrote(n int64)      { c.bytesWritten.Add(n) }
+func (c *Counters) add(op Op)     { c.reqs[opIndex(op)].Add(1) }
+func (c *Counters) read(n int64)  { c.bytesRead.Add(n) }
+func (c *Counters) wrote(n int64) { c.bytesWritten.Add(n) }
+
+// Snapshot returns a point-in-time copy of the counts.
 func (c *Counters) Snapshot() Requests { return c.snapshot() }
+
+// reset zeroes the counters (Open uses it after its probe, so a new store starts at zero).
+func (c *Counters) reset() {
+	for i := range c.reqs {
+		c.reqs[i].Store(0)
+	}
+	c.bytesRead.Store(0)
+	c.bytesWritten.Store(0)
+}
 
 func (c *Counters) snapshot() Requests {
 	r := Requests{ByOp: map[Op]int64{}}

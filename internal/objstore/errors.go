@@ -1,11 +1,13 @@
 package objstore
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 
 	"gocloud.dev/gcerrors"
+	"google.golang.org/api/googleapi"
 )
 
 // Error classes. Every error returned by a Store wraps exactly one of these, so callers
@@ -16,21 +18,24 @@ var (
 	// ErrPreconditionFailed: a put-if-absent lost because the key already holds another object.
 	ErrPreconditionFailed = errors.New("precondition failed: object already exists")
 	// ErrTransient: a failure that may succeed on retry (throttling, 5xx, connection refused
-	// before the request was sent). Stores retry these with jittered backoff before returning.
+	// before the request was sent, a read that timed out). Stores retry these with jittered
+	// backoff before returning them.
 	ErrTransient = errors.New("transient store error")
-	// ErrPermanent: a failure that will not succeed on retry (access denied, bad request).
+	// ErrPermanent: a failure that will not succeed on retry (access denied, bad request,
+	// invalid key).
 	ErrPermanent = errors.New("permanent store error")
 	// ErrOutcomeUnknown: a write whose request may or may not have landed (timeout or broken
 	// connection after the request was sent, and a read-back could not decide). A caller must
 	// not delete anything the write may have created.
 	ErrOutcomeUnknown = errors.New("outcome unknown: the write may have landed")
 	// ErrPreconditionsIgnored: the store accepted a second put-if-absent of the same key, so
-	// it cannot be used for commits by more than one writer.
+	// it cannot be used for commits by more than one writer. Returned by Open and OpenBucket.
 	ErrPreconditionsIgnored = errors.New("store ignores put-if-absent preconditions")
 )
 
 // Error describes a failed store request: the operation, the store URL (credentials
-// removed), the object key, the class (one of the Err* values above) and the cause.
+// removed), the object key (or the listed prefix), the class (one of the Err* values
+// above) and the cause. Its message names the store and the key.
 type Error struct {
 	Op    Op
 	Store string
@@ -41,9 +46,9 @@ type Error struct {
 
 func (e *Error) Error() string {
 	if e.Err == nil {
-		return fmt.Sprintf("%s %s (store %s): %v", e.Op, e.Key, e.Store, e.Class)
+		return fmt.Sprintf("%s %q (store %s): %v", e.Op, e.Key, e.Store, e.Class)
 	}
-	return fmt.Sprintf("%s %s (store %s): %v: %v", e.Op, e.Key, e.Store, e.Class, e.Err)
+	return fmt.Sprintf("%s %q (store %s): %v: %v", e.Op, e.Key, e.Store, e.Class, e.Err)
 }
 
 // Unwrap exposes both the class and the cause to errors.Is / errors.As.
@@ -54,10 +59,12 @@ func (e *Error) Unwrap() []error {
 	return []error{e.Class, e.Err}
 }
 
-// classify maps a driver error to one of the error classes. written reports whether the
-// request may have been sent (a write whose request left this process): a timeout or a
-// cancelled context is then "outcome unknown" rather than transient.
-func classify(err error, written bool) error {
+// classify maps a driver error to one of the error classes. write reports whether the request changes
+// the store; a write that failed after its request may have been sent (no HTTP response,
+// a broken connection, a timeout or cancellation) is ErrOutcomeUnknown rather than
+// ErrTransient. An HTTP response is a definite answer: 408, 429 and 5xx are transient, other 4xx
+// permanent.
+func classify(err error, write bool) error {
 	if err == nil {
 		return nil
 	}
@@ -66,22 +73,55 @@ func classify(err error, written bool) error {
 		return ErrNotFound
 	case gcerrors.FailedPrecondition:
 		return ErrPreconditionFailed
-	case gcerrors.DeadlineExceeded, gcerrors.Canceled:
-		if written {
-			return ErrOutcomeUnknown
-		}
-		return ErrTransient
-	case gcerrors.ResourceExhausted, gcerrors.Internal:
-		return ErrTransient
-	case gcerrors.Unknown:
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-			if written {
-				return ErrOutcomeUnknown
-			}
-		}
-		return ErrTransient
-	case gcerrors.PermissionDenied, gcerrors.InvalidArgument, gcerrors.Unimplemented, gcerrors.AlreadyExists:
+	case gcerrors.PermissionDenied, gcerrors.InvalidArgument, gcerrors.Unimplemented:
 		return ErrPermanent
+	case gcerrors.ResourceExhausted:
+		return ErrTransient
+	}
+	if status, ok := httpStatus(err); ok {
+		switch {
+		case status == http.StatusNotFound:
+			return ErrNotFound
+		case status == http.StatusPreconditionFailed:
+			return ErrPreconditionFailed
+		case status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500:
+			return ErrTransient
+		case status >= 400:
+			return ErrPermanent
+		}
+	}
+	// No HTTP answer: a network failure, a timeout or a cancellation.
+	if isDialError(err) {
+		return ErrTransient // the request never left this process
+	}
+	switch gcerrors.Code(err) {
+	case gcerrors.Unknown, gcerrors.Internal, gcerrors.DeadlineExceeded, gcerrors.Canceled:
+		if write {
+			return ErrOutcomeUnknown // the request may have been sent and applied
+		}
+		return ErrTransient
 	}
 	return ErrPermanent
+}
+
+// httpStatus finds the HTTP status of a service response in err's chain (AWS SDK and
+// Google API errors).
+func httpStatus(err error) (int, bool) {
+	var aws interface{ HTTPStatusCode() int }
+	if errors.As(err, &aws) {
+		if c := aws.HTTPStatusCode(); c != 0 {
+			return c, true
+		}
+	}
+	var g *googleapi.Error
+	if errors.As(err, &g) && g.Code != 0 {
+		return g.Code, true
+	}
+	return 0, false
+}
+
+// isDialError reports a failure to connect: the request was certainly not sent.
+func isDialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }

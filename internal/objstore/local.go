@@ -4,30 +4,38 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
-	"sync"
-
-	"gocloud.dev/blob"
-	"gocloud.dev/blob/fileblob"
+	"syscall"
 )
 
-var memMu sync.Mutex
-
 // TempDir is the directory under a local store's root that holds in-flight writes. Keys
-// under it are never listed; GC may remove entries older than its grace period.
+// under it are never listed and cannot be written; GC may remove entries older than its
+// grace period.
 const TempDir = ".shale-tmp"
 
-// localStore is a directory on local disk. Reads and listings go through gocloud's fileblob
-// (no .attrs sidecars); writes are temp file + fsync + rename (Put) or link(2) (PutIfAbsent),
-// then an fsync of the directory, so both are durable and PutIfAbsent is exact across
-// processes.
+// localStore is a directory on local disk, accessed with plain file system calls (no
+// gocloud fileblob: its put-if-absent checks then renames, so two processes can both win;
+// and its listing order is not byte order across directories).
+//
+//   - Put: temp file under TempDir, fsync, rename(2) over the key, fsync of the directory.
+//   - PutIfAbsent: temp file, fsync, link(2) to the key (EEXIST = the key is taken), fsync
+//     of the directory. link(2) never replaces an existing name, so exactly one of any
+//     number of processes wins.
+//   - Directories created for a key are fsynced into their parents.
+//   - A key cannot also be a "directory" of other keys ("a" and "a/b" cannot both exist);
+//     writing one over the other fails with ErrPermanent.
+//   - Each call is one counted request; file system errors are not retried.
 type localStore struct {
-	bucketStore
-	root string
+	root     string
+	url      string
+	opts     Options
+	counters Counters
 }
 
 func openLocal(u *url.URL, opts Options) (Store, error) {
@@ -36,35 +44,135 @@ func openLocal(u *url.URL, opts Options) (Store, error) {
 		root = filepath.Join(u.Host, u.Path) // file://relative/dir is tolerated
 	}
 	if root == "" {
-		return nil, &Error{Op: "open", Store: u.String(), Class: ErrPermanent, Err: errors.New("file:// URL has no path")}
+		return nil, &Error{Op: OpOpen, Store: u.String(), Class: ErrPermanent, Err: errors.New("file:// URL has no path")}
 	}
 	root, err := filepath.Abs(root)
 	if err != nil {
-		return nil, &Error{Op: "open", Store: u.String(), Class: ErrPermanent, Err: err}
+		return nil, &Error{Op: OpOpen, Store: u.String(), Class: ErrPermanent, Err: err}
 	}
 	if err := os.MkdirAll(filepath.Join(root, TempDir), 0o755); err != nil {
-		return nil, &Error{Op: "open", Store: "file://" + root, Class: ErrPermanent, Err: err}
+		return nil, &Error{Op: OpOpen, Store: "file://" + root, Class: ErrPermanent, Err: err}
 	}
-	b, err := fileblob.OpenBucket(root, &fileblob.Options{Metadata: fileblob.MetadataDontWrite})
-	if err != nil {
-		return nil, &Error{Op: "open", Store: "file://" + root, Class: ErrPermanent, Err: err}
-	}
-	return &localStore{bucketStore: bucketStore{bucket: b, url: "file://" + root, opts: opts}, root: root}, nil
+	return &localStore{root: root, url: "file://" + root, opts: opts}, nil
 }
+
+func (s *localStore) Counters() *Counters { return &s.counters }
+func (s *localStore) URL() string         { return s.url }
+func (s *localStore) Close() error        { return nil }
 
 // Root is the absolute directory of a local store.
 func (s *localStore) Root() string { return s.root }
 
-func (s *localStore) path(key string) (string, error) {
-	if key == "" || strings.HasPrefix(key, "/") || strings.Contains(key, "\x00") {
-		return "", fmt.Errorf("invalid key %q", key)
+func (s *localStore) namer(op Op, key string) errorNamer {
+	return errorNamer{op: op, store: s.url, key: key}
+}
+
+// start validates the key and the context and counts the request.
+func (s *localStore) start(ctx context.Context, op Op, key string) (string, error) {
+	if err := validKey(key); err != nil {
+		return "", s.namer(op, key).fail(ErrPermanent, err)
 	}
-	for _, part := range strings.Split(key, "/") {
-		if part == ".." || part == "." || part == "" {
-			return "", fmt.Errorf("invalid key %q", key)
-		}
+	if key == TempDir || strings.HasPrefix(key, TempDir+"/") {
+		return "", s.namer(op, key).fail(ErrPermanent, fmt.Errorf("key %q is inside the store's temp directory", key))
 	}
+	if err := ctx.Err(); err != nil {
+		return "", s.namer(op, key).fail(ErrTransient, err)
+	}
+	s.counters.add(op)
 	return filepath.Join(s.root, filepath.FromSlash(key)), nil
+}
+
+// readFail classifies a read error: a missing file, a missing parent, or a directory
+// where the key's file would be are all "not found".
+func (s *localStore) readFail(op Op, key string, err error) error {
+	class := ErrPermanent
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EISDIR) {
+		class = ErrNotFound
+	}
+	return s.namer(op, key).fail(class, err)
+}
+
+func (s *localStore) Get(ctx context.Context, key string) ([]byte, error) {
+	p, err := s.start(ctx, OpGet, key)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, s.readFail(OpGet, key, err)
+	}
+	s.counters.read(int64(len(b)))
+	return b, nil
+}
+
+func (s *localStore) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
+	p, err := s.start(ctx, OpGetRange, key)
+	if err != nil {
+		return nil, err
+	}
+	if offset < 0 {
+		return nil, s.namer(OpGetRange, key).fail(ErrPermanent, fmt.Errorf("negative offset %d", offset))
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, s.readFail(OpGetRange, key, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, s.readFail(OpGetRange, key, err)
+	}
+	if fi.IsDir() {
+		return nil, s.readFail(OpGetRange, key, syscall.EISDIR)
+	}
+	n := max(fi.Size()-offset, 0)
+	if length >= 0 && length < n {
+		n = length
+	}
+	buf := make([]byte, n)
+	got, err := f.ReadAt(buf, offset)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, s.readFail(OpGetRange, key, err)
+	}
+	s.counters.read(int64(got))
+	return buf[:got], nil
+}
+
+func (s *localStore) Head(ctx context.Context, key string) (ObjectInfo, error) {
+	p, err := s.start(ctx, OpHead, key)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	fi, err := os.Stat(p)
+	if err == nil && !fi.Mode().IsRegular() {
+		err = syscall.EISDIR
+	}
+	if err != nil {
+		return ObjectInfo{}, s.readFail(OpHead, key, err)
+	}
+	return ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime()}, nil
+}
+
+// ensureDir creates dir and any missing parents below the root, fsyncing each parent
+// after a child is created in it so the new names survive a crash.
+func (s *localStore) ensureDir(dir string) error {
+	if fi, err := os.Stat(dir); err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("%s is an object, not a directory: %w", dir, syscall.ENOTDIR)
+		}
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if parent == dir || !strings.HasPrefix(dir, s.root) {
+		return fmt.Errorf("cannot create %s", dir)
+	}
+	if err := s.ensureDir(parent); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return syncDir(parent)
 }
 
 // writeTemp writes data to a new fsynced temp file under the store's temp directory.
@@ -74,17 +182,14 @@ func (s *localStore) writeTemp(data []byte) (string, error) {
 		return "", err
 	}
 	name := f.Name()
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		os.Remove(name)
-		return "", err
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		os.Remove(name)
-		return "", err
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if err := f.Close(); err != nil {
+	if err != nil {
 		os.Remove(name)
 		return "", err
 	}
@@ -100,82 +205,167 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-func (s *localStore) localFail(op Op, key string, err error) error {
-	class := ErrPermanent
-	switch {
-	case errors.Is(err, fs.ErrExist):
-		class = ErrPreconditionFailed
-	case errors.Is(err, fs.ErrNotExist):
-		class = ErrNotFound
+// prepare makes the key's directory and a durable temp file holding data.
+func (s *localStore) prepare(final string, data []byte) (string, error) {
+	if err := s.ensureDir(filepath.Dir(final)); err != nil {
+		return "", err
 	}
-	return &Error{Op: op, Store: s.url, Key: key, Class: class, Err: err}
+	return s.writeTemp(data)
 }
 
 func (s *localStore) Put(ctx context.Context, key string, data []byte) error {
-	s.counters.add(OpPut)
-	final, err := s.path(key)
+	final, err := s.start(ctx, OpPut, key)
 	if err != nil {
-		return s.localFail(OpPut, key, err)
+		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
-		return s.localFail(OpPut, key, err)
-	}
-	tmp, err := s.writeTemp(data)
+	fail := func(err error) error { return s.namer(OpPut, key).fail(ErrPermanent, err) }
+	tmp, err := s.prepare(final, data)
 	if err != nil {
-		return s.localFail(OpPut, key, err)
+		return fail(err)
 	}
 	if err := os.Rename(tmp, final); err != nil {
 		os.Remove(tmp)
-		return s.localFail(OpPut, key, err)
+		return fail(err)
 	}
 	if err := syncDir(filepath.Dir(final)); err != nil {
-		return s.localFail(OpPut, key, err)
+		// The object is in place but its name may not survive a crash.
+		return s.namer(OpPut, key).fail(ErrOutcomeUnknown, err)
 	}
 	s.counters.wrote(int64(len(data)))
 	return nil
 }
 
 func (s *localStore) PutIfAbsent(ctx context.Context, key string, data []byte) error {
-	s.counters.add(OpPutIfAbsent)
-	final, err := s.path(key)
+	final, err := s.start(ctx, OpPutIfAbsent, key)
 	if err != nil {
-		return s.localFail(OpPutIfAbsent, key, err)
+		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
-		return s.localFail(OpPutIfAbsent, key, err)
-	}
-	tmp, err := s.writeTemp(data)
+	n := s.namer(OpPutIfAbsent, key)
+	tmp, err := s.prepare(final, data)
 	if err != nil {
-		return s.localFail(OpPutIfAbsent, key, err)
+		return n.fail(ErrPermanent, err)
 	}
 	defer os.Remove(tmp)
-	if err := os.Link(tmp, final); err != nil {
-		return s.localFail(OpPutIfAbsent, key, err)
+	rb := readBack{
+		head: func(ctx context.Context) (int64, []byte, error) {
+			s.counters.add(OpHead)
+			fi, err := os.Stat(final)
+			if err != nil {
+				return 0, nil, s.readFail(OpHead, key, err)
+			}
+			return fi.Size(), nil, nil
+		},
+		get: func(ctx context.Context) ([]byte, error) {
+			s.counters.add(OpGet)
+			b, err := os.ReadFile(final)
+			if err != nil {
+				return nil, s.readFail(OpGet, key, err)
+			}
+			s.counters.read(int64(len(b)))
+			return b, nil
+		},
 	}
-	if err := syncDir(filepath.Dir(final)); err != nil {
-		return s.localFail(OpPutIfAbsent, key, err)
-	}
-	s.counters.wrote(int64(len(data)))
-	return nil
-}
-
-func (s *localStore) List(ctx context.Context, prefix string, limit int) ([]ObjectInfo, error) {
-	return listPages(ctx, s.opts, &s.counters, s.url, s.bucket, prefix, limit, func(k string) bool {
-		return strings.HasPrefix(k, TempDir+"/")
+	first := true
+	return putIfAbsent(ctx, s.opts, n, data, rb, func(ctx context.Context) error {
+		if !first {
+			s.counters.add(OpPutIfAbsent)
+		}
+		first = false
+		err := os.Link(tmp, final)
+		if errors.Is(err, fs.ErrExist) {
+			if fi, serr := os.Lstat(final); serr == nil && fi.IsDir() {
+				return n.fail(ErrPermanent, fmt.Errorf("key is a directory of other keys: %w", err))
+			}
+			return n.fail(ErrPreconditionFailed, err)
+		}
+		if err != nil {
+			return n.fail(ErrPermanent, err)
+		}
+		if err := syncDir(filepath.Dir(final)); err != nil {
+			return n.fail(ErrOutcomeUnknown, fmt.Errorf("linked, but fsync of the directory failed: %w", err))
+		}
+		s.counters.wrote(int64(len(data)))
+		return nil
 	})
 }
 
-func (s *localStore) Delete(ctx context.Context, key string) error {
-	s.counters.add(OpDelete)
-	p, err := s.path(key)
+// List walks only the directory that holds the prefix's last '/' and sorts the keys, so
+// the order is byte order whatever the directory layout. One request.
+func (s *localStore) List(ctx context.Context, prefix string, limit int) ([]ObjectInfo, error) {
+	n := s.namer(OpList, prefix)
+	if err := ctx.Err(); err != nil {
+		return nil, n.fail(ErrTransient, err)
+	}
+	s.counters.add(OpList)
+	dir := ""
+	if i := strings.LastIndex(prefix, "/"); i >= 0 {
+		dir = prefix[:i]
+	}
+	base := filepath.Join(s.root, filepath.FromSlash(dir))
+	tmp := filepath.Join(s.root, TempDir)
+	var out []ObjectInfo
+	err := filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+				return nil // vanished during the walk, or the prefix runs through an object
+			}
+			return err
+		}
+		if d.IsDir() {
+			if p == tmp {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		rel, err := filepath.Rel(s.root, p)
+		if err != nil {
+			return err
+		}
+		key := filepath.ToSlash(rel)
+		if !strings.HasPrefix(key, prefix) {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		out = append(out, ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime()})
+		return nil
+	})
 	if err != nil {
-		return s.localFail(OpDelete, key, err)
+		return nil, n.fail(ErrPermanent, err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+func (s *localStore) Delete(ctx context.Context, key string) error {
+	p, err := s.start(ctx, OpDelete, key)
+	if err != nil {
+		return err
+	}
+	fi, err := os.Lstat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+		return nil
+	case err != nil:
+		return s.namer(OpDelete, key).fail(ErrPermanent, err)
+	case fi.IsDir():
+		return nil // a directory of other keys: no object is stored under this key
 	}
 	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return s.localFail(OpDelete, key, err)
+		return s.namer(OpDelete, key).fail(ErrPermanent, err)
 	}
 	return nil
 }
 
 var _ Store = (*localStore)(nil)
-var _ *blob.Bucket = (*blob.Bucket)(nil)

@@ -4,33 +4,43 @@
 // counters.
 //
 // Contracts:
-//   - PutIfAbsent has exactly one winner per key across processes. On local disk it writes a
-//     temp file, fsyncs it, link(2)s it into place (EEXIST = lost) and fsyncs the directory,
-//     because gocloud's fileblob checks-then-renames (shared/reference/deps.md §2b). S3 uses
-//     If-None-Match and GCS generation 0.
+//   - PutIfAbsent has exactly one winner per key across processes, among writers of
+//     distinct bytes. On local disk it writes a temp file, fsyncs it, link(2)s it into
+//     place (EEXIST = lost) and fsyncs the directory, because gocloud's fileblob
+//     checks-then-renames (shared/reference/deps.md §2b). S3 uses If-None-Match (sent on
+//     PutObject and, for objects of 16 MiB and more, on CompleteMultipartUpload), GCS
+//     generation 0 (on simple and resumable uploads). Tests hold both large-object paths
+//     to this (internal/storetest: the S3 fake enforces If-None-Match on
+//     CompleteMultipartUpload the way S3 does, since gofakes3 alone ignores it there).
+//   - Open refuses a store that accepts a second put-if-absent (ErrPreconditionsIgnored).
+//     Its probe uses small objects; Options.ProbeLarge adds a multipart-sized probe for
+//     S3-compatible stores that might drop If-None-Match on CompleteMultipartUpload.
+//   - PutIfAbsent is idempotent: it succeeds when the key already holds exactly the bytes
+//     being written. A "key taken" answer is always decided by reading the key back,
+//     because an SDK-level retry can hide that an earlier attempt of the same call landed.
 //   - Every returned error is an *Error wrapping one class: ErrNotFound,
-//     ErrPreconditionFailed, ErrTransient, ErrPermanent or ErrOutcomeUnknown.
-//   - Transient failures are retried with jittered backoff inside the store; a write whose
-//     outcome is ambiguous is decided by reading the key back, and reported as
-//     ErrOutcomeUnknown only when that read cannot decide.
-//   - Every request attempt is counted under its Op.
+//     ErrPreconditionFailed, ErrTransient, ErrPermanent or ErrOutcomeUnknown (and
+//     ErrPreconditionsIgnored from Open). Its message names the store and the key.
+//   - Transient failures are retried with jittered backoff inside the store, which is the
+//     only retry layer: stores opened from s3:// and gs:// URLs have the SDK's own retries
+//     turned off, so every attempt is visible, counted and classified here.
+//   - Every request attempt is counted under its Op. A fresh store's counters are zero
+//     (Open's precondition probe is not counted).
 package objstore
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	"gocloud.dev/blob"
-	_ "gocloud.dev/blob/gcsblob" // gs:// URLs
 	"gocloud.dev/blob/memblob"
-	_ "gocloud.dev/blob/s3blob" // s3:// URLs
 )
 
 // ObjectInfo describes one stored object.
@@ -40,27 +50,37 @@ type ObjectInfo struct {
 	ModTime time.Time
 }
 
-// Store is a bucket plus prefix. Keys are relative to the prefix and use '/' separators.
+// Store is a bucket plus prefix. Keys are relative to the prefix, use '/' separators and
+// must be valid object keys: non-empty UTF-8 without NUL, no leading or trailing '/', no
+// empty, "." or ".." segments (otherwise the call fails with ErrPermanent).
 // All methods are safe for concurrent use.
 type Store interface {
 	// Get reads a whole object. Errors: ErrNotFound, ErrTransient (after retries), ErrPermanent.
 	Get(ctx context.Context, key string) ([]byte, error)
-	// GetRange reads length bytes at offset (length < 0 reads to the end).
+	// GetRange reads length bytes at offset (length < 0 reads to the end). A range that runs
+	// past the end of the object is cut short; an offset at or past the end returns an empty
+	// slice. One request per attempt. Errors: as Get; a negative offset is ErrPermanent.
 	GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error)
-	// Head returns the object's attributes. Errors: ErrNotFound, …
+	// Head returns the object's attributes. Errors: as Get.
 	Head(ctx context.Context, key string) (ObjectInfo, error)
 	// Put writes an object unconditionally and atomically (a reader sees the old object,
-	// nothing, or the whole new object).
+	// nothing, or the whole new object). Errors: ErrTransient, ErrPermanent,
+	// ErrOutcomeUnknown (the object may have been written).
 	Put(ctx context.Context, key string, data []byte) error
 	// PutIfAbsent creates the object only if the key does not exist. Exactly one of several
-	// concurrent callers (in any process) succeeds; the others get ErrPreconditionFailed.
-	// An ambiguous attempt is decided by reading the key back (identical bytes = ours), and
-	// ErrOutcomeUnknown is returned only when that cannot decide.
+	// concurrent callers writing distinct bytes (in any process) succeeds; the others get
+	// ErrPreconditionFailed. A caller whose bytes are already stored under the key succeeds
+	// (the call is idempotent). A key reported taken is read back (one Head, plus one Get
+	// when size and MD5 cannot tell the objects apart). ErrOutcomeUnknown is returned only
+	// when an attempt may have landed and the read-back cannot decide.
 	PutIfAbsent(ctx context.Context, key string, data []byte) error
-	// List returns objects whose key starts with prefix, in lexicographic key order. limit > 0
-	// returns at most limit objects and makes one request; limit <= 0 lists everything.
+	// List returns objects whose key starts with prefix, in lexicographic (byte) key order.
+	// limit > 0 returns at most limit objects; on S3 and GCS it then makes one request when
+	// limit <= 1000, on local disk and in memory always one. limit <= 0 lists everything,
+	// one request per page of 1000.
 	List(ctx context.Context, prefix string, limit int) ([]ObjectInfo, error)
 	// Delete removes an object; deleting a missing object is not an error.
+	// Errors: ErrTransient, ErrPermanent, ErrOutcomeUnknown.
 	Delete(ctx context.Context, key string) error
 	// Counters returns the live request counters.
 	Counters() *Counters
@@ -69,24 +89,45 @@ type Store interface {
 	Close() error
 }
 
-// Options tune Open.
+// Options tune Open and OpenBucket.
 type Options struct {
 	// ReadOnly skips the put-if-absent probe. A store opened for writing (the default)
 	// refuses to open with ErrPreconditionsIgnored when a second put-if-absent of the same
 	// key is accepted.
 	ReadOnly bool
-	// Retries is the number of extra attempts for transient failures (default 5).
+	// ProbeLarge also probes with LargeProbeSize objects (see ProbeLargePreconditions),
+	// for S3-compatible stores not known to keep If-None-Match on multipart uploads.
+	ProbeLarge bool
+	// Retries is the number of extra attempts for transient failures (default 5; negative
+	// means none).
 	Retries int
-	// BaseBackoff is the first retry delay; it doubles with full jitter (default 20ms).
+	// BaseBackoff is the first retry delay; it doubles per attempt, with full jitter
+	// (default 20ms).
 	BaseBackoff time.Duration
+	// MaxBackoff caps one retry delay (default 2s).
+	MaxBackoff time.Duration
+	// AttemptTimeout bounds one request attempt, including reading its response body.
+	// An attempt that times out is retried; for a write its outcome is unknown until a
+	// later attempt or a read-back decides it. 0 means no per-attempt limit (the caller's
+	// context still applies).
+	AttemptTimeout time.Duration
 }
 
 func (o Options) withDefaults() Options {
-	if o.Retries == 0 {
+	switch {
+	case o.Retries == 0:
 		o.Retries = 5
+	case o.Retries < 0:
+		o.Retries = 0
 	}
-	if o.BaseBackoff == 0 {
+	if o.BaseBackoff <= 0 {
 		o.BaseBackoff = 20 * time.Millisecond
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 2 * time.Second
+	}
+	if o.MaxBackoff < o.BaseBackoff {
+		o.MaxBackoff = o.BaseBackoff
 	}
 	return o
 }
@@ -95,15 +136,19 @@ func (o Options) withDefaults() Options {
 //
 //	file:///abs/dir          local disk (created if missing)
 //	mem://name               process-local memory (same name = same bucket within a process)
-//	s3://bucket/prefix?...   S3 (region, endpoint, use_path_style as gocloud's s3blob defines)
-//	gs://bucket/prefix       GCS
+//	s3://bucket/prefix?...   S3 (region, endpoint, use_path_style, anonymous, … as
+//	                         gocloud's s3blob URL opener defines them)
+//	gs://bucket/prefix       GCS (credentials as gocloud's gcsblob URL opener finds them)
 //
-// Unless opts.ReadOnly, Open probes that the store refuses a second put-if-absent.
+// For s3:// and gs:// the SDK's own retries are turned off (see the package comment).
+// Unless opts.ReadOnly, Open probes that the store refuses a second put-if-absent (with
+// small objects; with large ones too when opts.ProbeLarge). Errors: ErrPermanent (bad
+// URL, unsupported scheme), ErrPreconditionsIgnored, or the probe's error.
 func Open(ctx context.Context, rawURL string, opts Options) (Store, error) {
 	opts = opts.withDefaults()
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, &Error{Op: "open", Store: redact(rawURL), Class: ErrPermanent, Err: err}
+		return nil, &Error{Op: OpOpen, Store: redact(rawURL), Class: ErrPermanent, Err: err}
 	}
 	var s Store
 	switch u.Scheme {
@@ -111,60 +156,102 @@ func Open(ctx context.Context, rawURL string, opts Options) (Store, error) {
 		s, err = openLocal(u, opts)
 	case "mem":
 		s, err = openMem(u, opts)
-	case "s3", "gs":
-		s, err = openBlobURL(ctx, u, opts)
+	case "s3":
+		s, err = openS3URL(ctx, u, opts)
+	case "gs":
+		s, err = openGSURL(ctx, u, opts)
 	default:
-		return nil, &Error{Op: "open", Store: redact(rawURL), Class: ErrPermanent,
+		return nil, &Error{Op: OpOpen, Store: redact(rawURL), Class: ErrPermanent,
 			Err: fmt.Errorf("unsupported store scheme %q (want file, mem, s3 or gs)", u.Scheme)}
 	}
 	if err != nil {
 		return nil, err
 	}
-	if !opts.ReadOnly {
-		if err := ProbePreconditions(ctx, s); err != nil {
-			s.Close()
-			return nil, err
-		}
-	}
-	return s, nil
+	return probed(ctx, s, opts)
 }
 
 // OpenBucket wraps an already-open gocloud bucket (tests use it for fake S3/GCS servers).
-// prefix is applied to every key; storeURL names the store in errors.
+// storeURL names the store in errors (credentials are removed). The bucket is closed with
+// the store. A GCS bucket's *storage.Client has its retries turned off (the store
+// retries); an S3 bucket's client should be built with aws.NopRetryer (the store cannot
+// change it). Unless opts.ReadOnly, OpenBucket probes that the store refuses a second
+// put-if-absent (errors as Open).
 func OpenBucket(ctx context.Context, b *blob.Bucket, storeURL string, opts Options) (Store, error) {
 	opts = opts.withDefaults()
-	s := &bucketStore{bucket: b, url: redact(storeURL), opts: opts}
+	disableGCSRetries(b)
+	return probed(ctx, &bucketStore{bucket: b, url: redact(storeURL), opts: opts}, opts)
+}
+
+func probed(ctx context.Context, s Store, opts Options) (Store, error) {
 	if !opts.ReadOnly {
-		if err := ProbePreconditions(ctx, s); err != nil {
+		err := ProbePreconditions(ctx, s)
+		if err == nil && opts.ProbeLarge {
+			err = ProbeLargePreconditions(ctx, s)
+		}
+		if err != nil {
 			s.Close()
 			return nil, err
 		}
 	}
+	s.Counters().reset()
 	return s, nil
 }
 
-// ProbePreconditions writes a probe key twice with put-if-absent and fails with
-// ErrPreconditionsIgnored if the second write is accepted.
+// ProbeKeyPrefix is where the precondition probes write (and then delete) their objects.
+const ProbeKeyPrefix = "_probe/"
+
+// LargeProbeSize is the object size of ProbeLargePreconditions: one byte past the 16 MiB
+// at which s3blob switches to a multipart upload.
+const LargeProbeSize = 16<<20 + 1
+
+// ProbePreconditions writes a small probe key twice with put-if-absent (different bytes)
+// and fails with ErrPreconditionsIgnored if the second write is accepted. The probe object
+// is deleted afterwards. It costs about 4 requests.
 func ProbePreconditions(ctx context.Context, s Store) error {
-	key := fmt.Sprintf("_probe/%d-%x", time.Now().UnixNano(), rand.Uint64())
-	if err := s.PutIfAbsent(ctx, key, []byte("first")); err != nil {
+	return probe(ctx, s, []byte("first"), []byte("second"))
+}
+
+// ProbeLargePreconditions is ProbePreconditions with LargeProbeSize objects, which S3
+// writes as multipart uploads: it catches an S3-compatible store that honours
+// If-None-Match on PutObject but not on CompleteMultipartUpload (the small probe cannot).
+// It uploads about 32 MiB and reads back 16 MiB. Open runs it when Options.ProbeLarge.
+func ProbeLargePreconditions(ctx context.Context, s Store) error {
+	first := make([]byte, LargeProbeSize)
+	second := make([]byte, LargeProbeSize)
+	copy(first, "first")
+	copy(second, "second")
+	return probe(ctx, s, first, second)
+}
+
+func probe(ctx context.Context, s Store, first, second []byte) error {
+	key := fmt.Sprintf("%s%d-%016x", ProbeKeyPrefix, time.Now().UnixNano(), rand.Uint64())
+	if err := s.PutIfAbsent(ctx, key, first); err != nil {
 		return err
 	}
-	defer s.Delete(context.WithoutCancel(ctx), key)
-	err := s.PutIfAbsent(ctx, key, []byte("second"))
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		s.Delete(dctx, key)
+	}()
+	err := s.PutIfAbsent(ctx, key, second)
 	switch {
 	case errors.Is(err, ErrPreconditionFailed):
 		return nil
 	case err == nil:
 		return &Error{Op: OpPutIfAbsent, Store: s.URL(), Key: key, Class: ErrPreconditionsIgnored,
-			Err: errors.New("a second put-if-absent of the same key succeeded; refusing to use this store for writing")}
+			Err: fmt.Errorf("a second put-if-absent of the same key (%d bytes) succeeded; refusing to use this store for writing", len(second))}
 	default:
 		return err
 	}
 }
 
-var memBuckets = map[string]*blob.Bucket{}
+var (
+	memMu      sync.Mutex
+	memBuckets = map[string]*blob.Bucket{}
+)
 
+// openMem opens (or creates) the process-wide in-memory bucket named by the URL's host
+// and path. Closing the store leaves the bucket in place for other handles.
 func openMem(u *url.URL, opts Options) (Store, error) {
 	name := u.Host + u.Path
 	memMu.Lock()
@@ -177,34 +264,18 @@ func openMem(u *url.URL, opts Options) (Store, error) {
 	return &bucketStore{bucket: b, url: "mem://" + name, opts: opts, noClose: true}, nil
 }
 
-func openBlobURL(ctx context.Context, u *url.URL, opts Options) (Store, error) {
-	prefix := strings.TrimPrefix(u.Path, "/")
-	bu := *u
-	bu.Path = ""
-	b, err := blob.OpenBucket(ctx, bu.String())
-	if err != nil {
-		return nil, &Error{Op: "open", Store: redact(u.String()), Class: classify(err, false), Err: err}
-	}
-	if prefix != "" {
-		if !strings.HasSuffix(prefix, "/") {
-			prefix += "/"
-		}
-		b = blob.PrefixedBucket(b, prefix)
-	}
-	return &bucketStore{bucket: b, url: redact(u.String()), opts: opts}, nil
-}
-
 // redact removes user info and secret-looking query parameters from a store URL.
 func redact(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return raw
+		return "<unparseable store URL>"
 	}
 	u.User = nil
 	q := u.Query()
 	for k := range q {
 		lk := strings.ToLower(k)
-		if strings.Contains(lk, "secret") || strings.Contains(lk, "token") || strings.Contains(lk, "key") {
+		if strings.Contains(lk, "secret") || strings.Contains(lk, "token") || strings.Contains(lk, "key") ||
+			strings.Contains(lk, "password") || strings.Contains(lk, "credential") {
 			q.Set(k, "REDACTED")
 		}
 	}
@@ -212,234 +283,18 @@ func redact(raw string) string {
 	return u.String()
 }
 
-// bucketStore implements Store over a gocloud bucket. Conditional writes use
-// WriterOptions.IfNotExist, which is exact on memblob, s3blob and gcsblob.
-type bucketStore struct {
-	bucket   *blob.Bucket
-	url      string
-	opts     Options
-	counters Counters
-	noClose  bool
-}
-
-func (s *bucketStore) Counters() *Counters { return &s.counters }
-func (s *bucketStore) URL() string         { return s.url }
-func (s *bucketStore) Close() error {
-	if s.noClose {
-		return nil
+// validKey checks the key rules in the Store comment.
+func validKey(key string) error {
+	if key == "" {
+		return errors.New("empty key")
 	}
-	return s.bucket.Close()
-}
-
-func (s *bucketStore) fail(op Op, key string, err error, written bool) error {
-	return &Error{Op: op, Store: s.url, Key: key, Class: classify(err, written), Err: err}
-}
-
-func (s *bucketStore) Get(ctx context.Context, key string) ([]byte, error) {
-	var out []byte
-	err := retry(ctx, s.opts, func() error {
-		s.counters.add(OpGet)
-		b, err := s.bucket.ReadAll(ctx, key)
-		if err != nil {
-			return s.fail(OpGet, key, err, false)
-		}
-		s.counters.read(int64(len(b)))
-		out = b
-		return nil
-	})
-	return out, err
-}
-
-func (s *bucketStore) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
-	var out []byte
-	err := retry(ctx, s.opts, func() error {
-		s.counters.add(OpGetRange)
-		r, err := s.bucket.NewRangeReader(ctx, key, offset, length, nil)
-		if err != nil {
-			return s.fail(OpGetRange, key, err, false)
-		}
-		defer r.Close()
-		var buf []byte
-		if length >= 0 {
-			buf = make([]byte, length)
-			n, err := io.ReadFull(r, buf)
-			if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-				return s.fail(OpGetRange, key, err, false)
-			}
-			buf = buf[:n]
-		} else {
-			buf, err = io.ReadAll(r)
-			if err != nil {
-				return s.fail(OpGetRange, key, err, false)
-			}
-		}
-		s.counters.read(int64(len(buf)))
-		out = buf
-		return nil
-	})
-	return out, err
-}
-
-func (s *bucketStore) Head(ctx context.Context, key string) (ObjectInfo, error) {
-	var out ObjectInfo
-	err := retry(ctx, s.opts, func() error {
-		s.counters.add(OpHead)
-		a, err := s.bucket.Attributes(ctx, key)
-		if err != nil {
-			return s.fail(OpHead, key, err, false)
-		}
-		out = ObjectInfo{Key: key, Size: a.Size, ModTime: a.ModTime}
-		return nil
-	})
-	return out, err
-}
-
-func (s *bucketStore) Put(ctx context.Context, key string, data []byte) error {
-	return retry(ctx, s.opts, func() error {
-		s.counters.add(OpPut)
-		if err := s.bucket.WriteAll(ctx, key, data, nil); err != nil {
-			return s.fail(OpPut, key, err, true)
-		}
-		s.counters.wrote(int64(len(data)))
-		return nil
-	})
-}
-
-func (s *bucketStore) PutIfAbsent(ctx context.Context, key string, data []byte) error {
-	return putIfAbsentDecided(ctx, s, key, data, func() error {
-		s.counters.add(OpPutIfAbsent)
-		if err := s.bucket.WriteAll(ctx, key, data, &blob.WriterOptions{IfNotExist: true}); err != nil {
-			return s.fail(OpPutIfAbsent, key, err, true)
-		}
-		s.counters.wrote(int64(len(data)))
-		return nil
-	})
-}
-
-// putIfAbsentDecided runs attempt with retries. After an attempt whose outcome is ambiguous
-// (transient or unknown), a later ErrPreconditionFailed may be our own earlier write: the key
-// is read back and identical bytes count as success.
-func putIfAbsentDecided(ctx context.Context, s Store, key string, data []byte, attempt func() error) error {
-	ambiguous := false
-	err := retry(ctx, storeOpts(s), func() error {
-		err := attempt()
-		if err == nil {
-			return nil
-		}
-		if errors.Is(err, ErrPreconditionFailed) && ambiguous {
-			got, gerr := s.Get(ctx, key)
-			if gerr != nil {
-				return &Error{Op: OpPutIfAbsent, Store: s.URL(), Key: key, Class: ErrOutcomeUnknown, Err: gerr}
-			}
-			if bytes.Equal(got, data) {
-				return nil
-			}
-			return err
-		}
-		if errors.Is(err, ErrTransient) || errors.Is(err, ErrOutcomeUnknown) {
-			ambiguous = true
-			if errors.Is(err, ErrOutcomeUnknown) {
-				// Decide now: if our bytes are there we won; if other bytes are there we lost.
-				got, gerr := s.Get(ctx, key)
-				switch {
-				case gerr == nil && bytes.Equal(got, data):
-					return nil
-				case gerr == nil:
-					return &Error{Op: OpPutIfAbsent, Store: s.URL(), Key: key, Class: ErrPreconditionFailed}
-				case errors.Is(gerr, ErrNotFound):
-					return &Error{Op: OpPutIfAbsent, Store: s.URL(), Key: key, Class: ErrTransient, Err: err}
-				}
-			}
-		}
-		return err
-	})
-	return err
-}
-
-func storeOpts(s Store) Options {
-	switch v := s.(type) {
-	case *bucketStore:
-		return v.opts
-	case *localStore:
-		return v.opts
+	if !utf8.ValidString(key) || strings.ContainsRune(key, 0) {
+		return fmt.Errorf("invalid key %q: not UTF-8 or contains NUL", key)
 	}
-	return Options{}.withDefaults()
-}
-
-func (s *bucketStore) List(ctx context.Context, prefix string, limit int) ([]ObjectInfo, error) {
-	return listPages(ctx, s.opts, &s.counters, s.url, s.bucket, prefix, limit, nil)
-}
-
-func listPages(ctx context.Context, opts Options, c *Counters, storeURL string, b *blob.Bucket, prefix string, limit int, skip func(string) bool) ([]ObjectInfo, error) {
-	var out []ObjectInfo
-	token := blob.FirstPageToken
-	pageSize := 1000
-	if limit > 0 && limit < pageSize {
-		pageSize = limit
-	}
-	for {
-		var page []*blob.ListObject
-		var next []byte
-		err := retry(ctx, opts, func() error {
-			c.add(OpList)
-			var err error
-			page, next, err = b.ListPage(ctx, token, pageSize, &blob.ListOptions{Prefix: prefix})
-			if err != nil {
-				return &Error{Op: OpList, Store: storeURL, Key: prefix, Class: classify(err, false), Err: err}
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range page {
-			if o.IsDir || (skip != nil && skip(o.Key)) {
-				continue
-			}
-			out = append(out, ObjectInfo{Key: o.Key, Size: o.Size, ModTime: o.ModTime})
-			if limit > 0 && len(out) >= limit {
-				return out, nil
-			}
-		}
-		if len(next) == 0 {
-			return out, nil
-		}
-		token = next
-	}
-}
-
-func (s *bucketStore) Delete(ctx context.Context, key string) error {
-	return retry(ctx, s.opts, func() error {
-		s.counters.add(OpDelete)
-		err := s.bucket.Delete(ctx, key)
-		if err != nil {
-			e := s.fail(OpDelete, key, err, true)
-			if errors.Is(e, ErrNotFound) {
-				return nil
-			}
-			return e
-		}
-		return nil
-	})
-}
-
-// retry runs f until it succeeds, returns a non-transient error, the context ends, or the
-// attempts are spent. Backoff doubles from opts.BaseBackoff with full jitter.
-func retry(ctx context.Context, opts Options, f func() error) error {
-	var err error
-	for attempt := 0; ; attempt++ {
-		err = f()
-		if err == nil || !errors.Is(err, ErrTransient) || attempt >= opts.Retries {
-			return err
-		}
-		d := opts.BaseBackoff << attempt
-		d = time.Duration(rand.Int64N(int64(d) + 1))
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
+	for _, part := range strings.Split(key, "/") {
+		if part == "" || part == "." || part == ".." {
+			return fmt.Errorf("invalid key %q: empty, \".\" or \"..\" segment (or a leading or trailing '/')", key)
 		}
 	}
+	return nil
 }
