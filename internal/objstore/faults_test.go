@@ -1,0 +1,296 @@
+package objstore_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/internal/storetest"
+)
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// requireOps fails unless the requests since before are exactly want.
+func requireOps(t *testing.T, s objstore.Store, before objstore.Requests, want map[objstore.Op]int64) {
+	t.Helper()
+	d := s.Counters().Snapshot().Sub(before)
+	ok := len(d.ByOp) == len(want)
+	for op, n := range want {
+		ok = ok && d.ByOp[op] == n
+	}
+	if !ok {
+		t.Fatalf("requests %v, want %v", d, want)
+	}
+}
+
+// A ≥16 MiB conditional object goes multipart; the client sends If-None-Match on
+// CompleteMultipartUpload and the server's refusal makes the losing write fail.
+func TestS3LargeConditionalObjectIsMultipartAndGuarded(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	srv := storetest.NewS3Server(t, storetest.S3Options{})
+	s := srv.Open(t, storetest.FastOptions)
+	a := storetest.RandomBytes(t, storetest.LargeObjectSize)
+	b := bytes.Clone(a)
+	b[0] ^= 1
+	if err := s.PutIfAbsent(ctx, "big", a); err != nil {
+		t.Fatal(err)
+	}
+	if c, r := srv.ConditionalCompletes(), srv.RefusedCompletes(); c != 1 || r != 0 {
+		t.Fatalf("after the first large put-if-absent: %d conditional completes, %d refused; want 1, 0", c, r)
+	}
+	err := s.PutIfAbsent(ctx, "big", b)
+	storetest.RequireClass(t, err, objstore.ErrPreconditionFailed, s, "big")
+	if c, r := srv.ConditionalCompletes(), srv.RefusedCompletes(); c != 2 || r != 1 {
+		t.Fatalf("after the losing large put-if-absent: %d conditional completes, %d refused; want 2, 1", c, r)
+	}
+	got, err := s.Get(ctx, "big")
+	if err != nil || !bytes.Equal(got, a) {
+		t.Fatalf("large object changed by the losing write (err %v)", err)
+	}
+	// Below the threshold there is no multipart upload.
+	if err := s.PutIfAbsent(ctx, "small", a[:1<<20]); err != nil {
+		t.Fatal(err)
+	}
+	if c := srv.ConditionalCompletes(); c != 2 {
+		t.Fatalf("a 1 MiB put-if-absent made a multipart completion (%d)", c)
+	}
+}
+
+// Documents why the guard exists: gofakes3 alone ignores If-None-Match on
+// CompleteMultipartUpload. If this starts failing, gofakes3 has fixed it and the guard
+// can go.
+func TestS3FakeWithoutGuardOverwritesLargeObjects(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	srv := storetest.NewS3Server(t, storetest.S3Options{NoMultipartGuard: true})
+	s := srv.Open(t, storetest.FastOptions)
+	a := storetest.RandomBytes(t, storetest.LargeObjectSize)
+	b := bytes.Clone(a)
+	b[0] ^= 1
+	if err := s.PutIfAbsent(ctx, "big", a); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutIfAbsent(ctx, "big", b); err != nil {
+		t.Fatalf("unguarded gofakes3 refused a large conditional overwrite (%v): drop the guard?", err)
+	}
+	if got, _ := s.Get(ctx, "big"); !bytes.Equal(got, b) {
+		t.Fatal("unguarded gofakes3 kept the first object")
+	}
+}
+
+func TestS3TransientErrorsAreRetried(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	srv := storetest.NewS3Server(t, storetest.S3Options{})
+	s := srv.Open(t, storetest.FastOptions)
+	for _, status := range []int{http.StatusServiceUnavailable, http.StatusInternalServerError, http.StatusTooManyRequests} {
+		srv.Faults.Clear()
+		put := srv.Faults.Add(storetest.Fault{Match: storetest.OnS3(storetest.S3PutObject), Times: 3, Status: status})
+		get := srv.Faults.Add(storetest.Fault{Match: storetest.OnS3(storetest.S3GetObject), Times: 2, Status: status})
+		list := srv.Faults.Add(storetest.Fault{Match: storetest.OnS3(storetest.S3ListObjects), Times: 1, Status: status})
+		before := s.Counters().Snapshot()
+		if err := s.Put(ctx, "k", []byte("v")); err != nil {
+			t.Fatalf("%d: put: %v", status, err)
+		}
+		if got, err := s.Get(ctx, "k"); err != nil || string(got) != "v" {
+			t.Fatalf("%d: get = %q, %v", status, got, err)
+		}
+		if objs, err := s.List(ctx, "", 1); err != nil || len(objs) != 1 {
+			t.Fatalf("%d: list = %v, %v", status, objs, err)
+		}
+		requireOps(t, s, before, map[objstore.Op]int64{objstore.OpPut: 4, objstore.OpGet: 3, objstore.OpList: 2})
+		if put.Hits() != 3 || get.Hits() != 2 || list.Hits() != 1 {
+			t.Fatalf("%d: fault hits put %d get %d list %d", status, put.Hits(), get.Hits(), list.Hits())
+		}
+	}
+}
+
+func TestS3TransientErrorsExhaustRetries(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	srv := storetest.NewS3Server(t, storetest.S3Options{})
+	s := srv.Open(t, objstore.Options{Retries: 3, BaseBackoff: time.Millisecond})
+	srv.Faults.Add(storetest.Fault{Match: storetest.OnS3(storetest.S3GetObject), Status: http.StatusServiceUnavailable})
+	before := s.Counters().Snapshot()
+	_, err := s.Get(ctx, "k")
+	storetest.RequireClass(t, err, objstore.ErrTransient, s, "k")
+	requireOps(t, s, before, map[objstore.Op]int64{objstore.OpGet: 4})
+}
+
+func TestS3PermanentErrorsAreNotRetried(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	srv := storetest.NewS3Server(t, storetest.S3Options{})
+	s := srv.Open(t, storetest.FastOptions)
+	srv.Faults.Add(storetest.Fault{Match: storetest.OnS3(storetest.S3GetObject), Status: http.StatusForbidden})
+	srv.Faults.Add(storetest.Fault{Match: storetest.OnS3(storetest.S3PutObject), Status: http.StatusBadRequest})
+	before := s.Counters().Snapshot()
+	_, err := s.Get(ctx, "k")
+	storetest.RequireClass(t, err, objstore.ErrPermanent, s, "k")
+	err = s.Put(ctx, "k", []byte("v"))
+	storetest.RequireClass(t, err, objstore.ErrPermanent, s, "k")
+	requireOps(t, s, before, map[objstore.Op]int64{objstore.OpGet: 1, objstore.OpPut: 1})
+}
+
+// The response to a put-if-absent that landed is lost; the retry finds the key taken and
+// the read-back finds our bytes: success, not a false "lost".
+func TestS3DroppedResponseAfterLandedPutIfAbsent(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	srv := storetest.NewS3Server(t, storetest.S3Options{})
+	s := srv.Open(t, storetest.FastOptions)
+	drop := srv.Faults.Add(storetest.Fault{Match: storetest.OnS3(storetest.S3PutObject), Times: 1, Drop: true})
+	before := s.Counters().Snapshot()
+	if err := s.PutIfAbsent(ctx, "commit", []byte("ours")); err != nil {
+		t.Fatalf("put-if-absent whose response was dropped: %v", err)
+	}
+	if drop.Hits() != 1 {
+		t.Fatalf("drop fault hit %d times", drop.Hits())
+	}
+	// attempt 1 landed (response dropped), attempt 2 got 412, then head + get decided.
+	requireOps(t, s, before, map[objstore.Op]int64{objstore.OpPutIfAbsent: 2, objstore.OpHead: 1, objstore.OpGet: 1})
+	// A competitor with other bytes still loses.
+	err := s.PutIfAbsent(ctx, "commit", []byte("them"))
+	storetest.RequireClass(t, err, objstore.ErrPreconditionFailed, s, "commit")
+}
+
+// The same with a competitor: our dropped attempt did not land because the key was
+// already taken, so the read-back must report a loss, not a win.
+func TestS3DroppedResponseOnLosingPutIfAbsent(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	srv := storetest.NewS3Server(t, storetest.S3Options{})
+	s := srv.Open(t, storetest.FastOptions)
+	if err := s.PutIfAbsent(ctx, "commit", []byte("them")); err != nil {
+		t.Fatal(err)
+	}
+	srv.Faults.Add(storetest.Fault{Match: storetest.OnS3(storetest.S3PutObject), Times: 1, Drop: true})
+	err := s.PutIfAbsent(ctx, "commit", []byte("ours"))
+	storetest.RequireClass(t, err, objstore.ErrPreconditionFailed, s, "commit")
+}
+
+// A landed write whose response is lost, then 503s until the retries run out: the final
+// read-back still decides it.
+func TestS3DroppedThenUnavailableDecidedByReadBack(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	srv := storetest.NewS3Server(t, storetest.S3Options{})
+	s := srv.Open(t, storetest.FastOptions)
+	srv.Faults.Add(storetest.Fault{Match: storetest.OnS3(storetest.S3PutObject), Times: 1, Drop: true})
+	srv.Faults.Add(storetest.Fault{Match: storetest.OnS3(storetest.S3PutObject), Status: http.StatusServiceUnavailable})
+	before := s.Counters().Snapshot()
+	if err := s.PutIfAbsent(ctx, "commit", []byte("ours")); err != nil {
+		t.Fatalf("put-if-absent: %v", err)
+	}
+	requireOps(t, s, before, map[objstore.Op]int64{objstore.OpPutIfAbsent: 6, objstore.OpHead: 1, objstore.OpGet: 1})
+}
+
+// When neither the write nor the read-back can get an answer, the outcome is unknown.
+func TestS3OutcomeUnknown(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	srv := storetest.NewS3Server(t, storetest.S3Options{})
+	s := srv.Open(t, objstore.Options{Retries: 2, BaseBackoff: time.Millisecond})
+	srv.Faults.Add(storetest.Fault{Match: storetest.OnS3(storetest.S3PutObject), Drop: true})
+	srv.Faults.Add(storetest.Fault{Match: storetest.OnS3(storetest.S3HeadObject, storetest.S3GetObject), Status: http.StatusServiceUnavailable})
+	err := s.PutIfAbsent(ctx, "commit", []byte("ours"))
+	storetest.RequireClass(t, err, objstore.ErrOutcomeUnknown, s, "commit")
+	// An unconditional put whose responses are all lost is of unknown outcome too.
+	err = s.Put(ctx, "plain", []byte("x"))
+	storetest.RequireClass(t, err, objstore.ErrOutcomeUnknown, s, "plain")
+
+	// The caller's deadline ends while the write is in flight.
+	srv.Faults.Clear()
+	srv.Faults.Add(storetest.Fault{Match: storetest.OnS3(storetest.S3PutObject), Delay: 10 * time.Second})
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	err = s.PutIfAbsent(short, "slow", []byte("x"))
+	storetest.RequireClass(t, err, objstore.ErrOutcomeUnknown, s, "slow")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("error %v does not wrap context.DeadlineExceeded", err)
+	}
+}
+
+// An attempt that exceeds Options.AttemptTimeout is abandoned and retried.
+func TestS3AttemptTimeoutRetries(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	srv := storetest.NewS3Server(t, storetest.S3Options{})
+	s := srv.Open(t, objstore.Options{AttemptTimeout: 200 * time.Millisecond, BaseBackoff: time.Millisecond})
+	if err := s.Put(ctx, "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	slow := srv.Faults.Add(storetest.Fault{Match: storetest.OnS3(storetest.S3GetObject), Times: 1, Delay: 10 * time.Second})
+	before := s.Counters().Snapshot()
+	start := time.Now()
+	if got, err := s.Get(ctx, "k"); err != nil || string(got) != "v" {
+		t.Fatalf("get = %q, %v", got, err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Fatalf("get took %v: the slow attempt was not abandoned", el)
+	}
+	requireOps(t, s, before, map[objstore.Op]int64{objstore.OpGet: 2})
+	if slow.Hits() != 1 {
+		t.Fatalf("delay fault hit %d times", slow.Hits())
+	}
+}
+
+// A store that accepts a second put-if-absent is refused at Open.
+func TestOpenRefusesStoreThatIgnoresPreconditions(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	srv := storetest.NewS3Server(t, storetest.S3Options{IgnorePreconditions: true})
+	s, err := objstore.Open(ctx, srv.StoreURL, storetest.FastOptions)
+	if !errors.Is(err, objstore.ErrPreconditionsIgnored) || s != nil {
+		t.Fatalf("Open = %v, %v; want ErrPreconditionsIgnored", s, err)
+	}
+	var e *objstore.Error
+	if !errors.As(err, &e) || e.Store == "" || e.Key == "" {
+		t.Fatalf("error %v does not name the store and the probe key", err)
+	}
+	// Read-only use does not need preconditions.
+	ro, err := objstore.Open(ctx, srv.StoreURL, objstore.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only open: %v", err)
+	}
+	ro.Close()
+}
+
+// The small probe cannot see a store that drops If-None-Match only on multipart
+// completion; Options.ProbeLarge can.
+func TestOpenProbeLargeCatchesMultipartGap(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	gap := storetest.NewS3Server(t, storetest.S3Options{NoMultipartGuard: true})
+	s, err := objstore.Open(ctx, gap.StoreURL, storetest.FastOptions)
+	if err != nil {
+		t.Fatalf("small probe refused the store: %v", err)
+	}
+	s.Close()
+	opts := storetest.FastOptions
+	opts.ProbeLarge = true
+	if s, err := objstore.Open(ctx, gap.StoreURL, opts); !errors.Is(err, objstore.ErrPreconditionsIgnored) {
+		t.Fatalf("large probe over the multipart gap: %v, %v; want ErrPreconditionsIgnored", s, err)
+	}
+	guarded := storetest.NewS3Server(t, storetest.S3Options{})
+	s, err = objstore.Open(ctx, guarded.StoreURL, opts)
+	if err != nil {
+		t.Fatalf("large probe refused a store that keeps preconditions: %v", err)
+	}
+	defer s.Close()
+	if r := s.Counters().Snapshot(); r.Total() != 0 {
+		t.Fatalf("the probe's requests were counted: %v", r)
+	}
+	if objs, err := s.List(ctx, "", 0); err != nil || len(objs) != 0 {
+		t.Fatalf("the probes left objects behind: %v, %v", objs, err)
+	}
+}
