@@ -73,6 +73,11 @@ type BatchInfo struct {
 	// CRC32C is the CRC32C (Castagnoli) of the batch's IPC block (metadata and body).
 	// ReadBatch checks it whenever it reads the whole block.
 	CRC32C uint32
+	// MetaCRC32C covers the block's metadata alone and ColumnCRC32C each top-level
+	// column's byte span of the body (file schema order), so projected reads are checked
+	// too. ColumnCRC32C is nil for schemas the projection path does not map (dictionaries).
+	MetaCRC32C   uint32
+	ColumnCRC32C []uint32
 }
 
 // ErrCorrupt is wrapped by every error that reports stored bytes which cannot be decoded:

@@ -175,6 +175,14 @@ func parseBatchMeta(buf []byte) (m batchMeta, err error) {
 			m.Variadic[i] = rb.GetInt64(start + flatbuffers.UOffsetT(i*8))
 		}
 	}
+	if m.Length < 0 {
+		return m, fmt.Errorf("negative row count %d", m.Length)
+	}
+	for i, n := range m.Nodes {
+		if n.Length < 0 || n.NullCount < 0 || n.NullCount > n.Length {
+			return m, fmt.Errorf("field node %d has length %d and null count %d", i, n.Length, n.NullCount)
+		}
+	}
 	for i, b := range m.Buffers {
 		if b.Offset < 0 || b.Length < 0 || b.Offset > m.BodyLen || b.Length > m.BodyLen-b.Offset {
 			return m, fmt.Errorf("buffer %d [%d,+%d) lies outside the body of %d bytes", i, b.Offset, b.Length, m.BodyLen)
@@ -234,4 +242,138 @@ func buildBatchMeta(m batchMeta) []byte {
 	msg := b.EndObject()
 	b.Finish(msg)
 	return b.FinishedBytes()
+}
+
+// verifySchemaFB walks the footer's schema the way arrow-go's decoder will, checking that
+// every table, string and vector it touches lies inside buf and that the field tree is
+// neither deeper than maxFieldDepth nor larger than maxFieldNodes. arrow-go allocates by
+// vector lengths it reads and recurses without a bound, so an unchecked footer with one
+// damaged length could exhaust memory or the stack; this rejects such a footer first.
+func verifySchemaFB(buf []byte) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("malformed footer schema: %v", p)
+		}
+	}()
+	v := fbVerifier{buf: buf}
+	footer := rootTable(buf)
+	v.table(footer.Pos)
+	schema, ok := v.subTable(footer, 6)
+	if !ok {
+		return errors.New("footer has no schema")
+	}
+	v.vector(schema, 10, 8) // features
+	v.keyValues(schema, 8)  // custom_metadata
+	v.fields(schema, 6, 0)  // fields
+	return v.err
+}
+
+const (
+	maxFieldDepth = 64
+	maxFieldNodes = 1 << 16
+)
+
+type fbVerifier struct {
+	buf   []byte
+	nodes int
+	err   error
+}
+
+func (v *fbVerifier) fail(format string, args ...any) {
+	if v.err == nil {
+		v.err = fmt.Errorf(format, args...)
+	}
+	panic(v.err)
+}
+
+// table checks a table's vtable lies inside the buffer.
+func (v *fbVerifier) table(pos flatbuffers.UOffsetT) {
+	if int(pos)+4 > len(v.buf) {
+		v.fail("table at %d outside %d-byte footer", pos, len(v.buf))
+	}
+	vt := int64(pos) - int64(flatbuffers.GetSOffsetT(v.buf[pos:]))
+	if vt < 0 || vt+4 > int64(len(v.buf)) {
+		v.fail("vtable at %d outside footer", vt)
+	}
+	vtLen := int64(flatbuffers.GetVOffsetT(v.buf[vt:]))
+	objLen := int64(flatbuffers.GetVOffsetT(v.buf[vt+2:]))
+	if vtLen < 4 || vt+vtLen > int64(len(v.buf)) || int64(pos)+objLen > int64(len(v.buf)) {
+		v.fail("table at %d has a vtable or body outside footer", pos)
+	}
+}
+
+func (v *fbVerifier) subTable(t flatbuffers.Table, slot flatbuffers.VOffsetT) (flatbuffers.Table, bool) {
+	o := flatbuffers.UOffsetT(t.Offset(slot))
+	if o == 0 {
+		return flatbuffers.Table{}, false
+	}
+	if int(t.Pos+o)+4 > len(v.buf) {
+		v.fail("offset outside footer")
+	}
+	pos := t.Indirect(t.Pos + o)
+	v.table(pos)
+	return flatbuffers.Table{Bytes: v.buf, Pos: pos}, true
+}
+
+// vector checks a vector field's elements lie inside the buffer; it returns the length and
+// the position of the first element.
+func (v *fbVerifier) vector(t flatbuffers.Table, slot flatbuffers.VOffsetT, elem int) (int, flatbuffers.UOffsetT) {
+	o := flatbuffers.UOffsetT(t.Offset(slot))
+	if o == 0 {
+		return 0, 0
+	}
+	if int(t.Pos+o)+4 > len(v.buf) {
+		v.fail("vector offset outside footer")
+	}
+	hdr := t.Pos + o + flatbuffers.GetUOffsetT(v.buf[t.Pos+o:])
+	if int64(hdr)+4 > int64(len(v.buf)) {
+		v.fail("vector header outside footer")
+	}
+	n := int64(flatbuffers.GetUOffsetT(v.buf[hdr:]))
+	if int64(hdr)+4+n*int64(elem) > int64(len(v.buf)) {
+		v.fail("vector of %d elements outside footer", n)
+	}
+	return int(n), hdr + 4
+}
+
+func (v *fbVerifier) keyValues(t flatbuffers.Table, slot flatbuffers.VOffsetT) {
+	n, start := v.vector(t, slot, 4)
+	for i := 0; i < n; i++ {
+		p := start + flatbuffers.UOffsetT(4*i)
+		kv := flatbuffers.Table{Bytes: v.buf, Pos: p + flatbuffers.GetUOffsetT(v.buf[p:])}
+		v.table(kv.Pos)
+		v.vector(kv, 4, 1) // key
+		v.vector(kv, 6, 1) // value
+	}
+}
+
+// fields checks a [Field] vector and every field below it.
+func (v *fbVerifier) fields(parent flatbuffers.Table, slot flatbuffers.VOffsetT, depth int) {
+	n, start := v.vector(parent, slot, 4)
+	if depth > maxFieldDepth {
+		v.fail("field tree deeper than %d", maxFieldDepth)
+	}
+	for i := 0; i < n; i++ {
+		v.nodes++
+		if v.nodes > maxFieldNodes {
+			v.fail("more than %d fields", maxFieldNodes)
+		}
+		p := start + flatbuffers.UOffsetT(4*i)
+		f := flatbuffers.Table{Bytes: v.buf, Pos: p + flatbuffers.GetUOffsetT(v.buf[p:])}
+		v.table(f.Pos)
+		v.vector(f, 4, 1) // name
+		if typ, ok := v.subTable(f, 10); ok {
+			switch f.GetByteSlot(8, 0) { // type_type (format/Schema.fbs Type)
+			case 10: // Timestamp.timezone
+				v.vector(typ, 6, 1)
+			case 14: // Union.typeIds
+				v.vector(typ, 6, 4)
+			}
+		}
+		if dict, ok := v.subTable(f, 12); ok {
+			v.subTable(dict, 6) // indexType
+		}
+		v.keyValues(f, 16)
+		v.fields(f, 14, depth+1)
+	}
 }

@@ -3,6 +3,7 @@ package fragment
 import (
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"slices"
 	"strconv"
 	"strings"
@@ -222,6 +223,14 @@ func (r *FileReader) readProjected(i int, columns []int) (arrow.RecordBatch, err
 	if err != nil {
 		return nil, err
 	}
+	// Checked descriptions carry CRC32Cs of each batch's metadata and of each column's
+	// body span, so a projection is verified like a whole-batch read.
+	verified := r.checked() && len(r.df.Batches[i].ColumnCRC32C) == r.schema.NumFields()
+	if verified {
+		if got, want := crc32.Checksum(metaRaw, castagnoli), r.df.Batches[i].MetaCRC32C; got != want {
+			return nil, r.corrupt("record batch %d metadata CRC32C mismatch: computed %08x, description says %08x", i, got, want)
+		}
+	}
 	meta, err := stripMetaPrefix(metaRaw)
 	if err != nil {
 		return nil, r.corrupt("record batch %d: %w", i, err)
@@ -266,6 +275,15 @@ func (r *FileReader) readProjected(i int, columns []int) (arrow.RecordBatch, err
 		return nil
 	}
 
+	if verified {
+		for _, c := range columns {
+			l := layout[c]
+			if got, want := crc32.Checksum(bytesAt(byteRange{l.start, l.end}), castagnoli), r.df.Batches[i].ColumnCRC32C[c]; got != want {
+				return nil, r.corrupt("record batch %d column %d CRC32C mismatch: computed %08x, description says %08x", i, c, got, want)
+			}
+		}
+	}
+
 	var size int64
 	for _, s := range spans {
 		size += align8(s.end - s.start)
@@ -289,11 +307,7 @@ func (r *FileReader) readProjected(i int, columns []int) (arrow.RecordBatch, err
 	}
 	out.BodyLen = int64(len(body))
 
-	rec, err := decodeMessage(r.projectedSchemaMessage(columns), buildBatchMeta(out), body, r.mem)
-	if err != nil {
-		return nil, r.classify(fmt.Sprintf("decode record batch %d (columns %v)", i, columns), err)
-	}
-	return rec, nil
+	return r.decodeBatch(i, r.projectedSchemaMessage(columns), out, nil, body, verified)
 }
 
 func align8(n int64) int64 { return (n + 7) &^ 7 }

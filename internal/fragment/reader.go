@@ -129,6 +129,9 @@ func (r *FileReader) open() error {
 	if err != nil {
 		return r.corrupt("%w", err)
 	}
+	if err := verifySchemaFB(footer); err != nil {
+		return r.corrupt("%w", err)
+	}
 	for i, b := range fi.Batches {
 		if b.Offset < 8 || b.MetaLen < 8 || b.BodyLen < 0 || b.Offset%8 != 0 ||
 			b.Offset+int64(b.MetaLen)+b.BodyLen > r.footerEnd {
@@ -375,11 +378,37 @@ func (r *FileReader) readWhole(i int) (arrow.RecordBatch, error) {
 	if bm.BodyLen != b.BodyLen {
 		return nil, r.corrupt("record batch %d: message body length %d, footer says %d", i, bm.BodyLen, b.BodyLen)
 	}
-	rec, err := decodeMessage(r.schemaMsg, meta, data[b.MetaLen:], r.mem)
+	// Check the node, buffer and variadic counts against the schema before arrow sizes
+	// allocations by them.
+	if _, err := batchLayout(r.fr.Schema(), &bm); err != nil && !errors.Is(err, errUnsupportedLayout) {
+		return nil, r.corrupt("record batch %d: %w", i, err)
+	}
+	rec, err := r.decodeBatch(i, r.schemaMsg, bm, meta, data[b.MetaLen:], r.checked())
+	if err != nil {
+		return nil, err
+	}
+	return r.withSchema(rec), nil
+}
+
+// decodeBatch decompresses (if needed) and decodes one record batch message. meta is the
+// message's flatbuffer when it can be used as is (nil to rebuild it from bm). verified
+// says meta and body passed their checksums.
+func (r *FileReader) decodeBatch(i int, schemaMsg []byte, bm batchMeta, meta, body []byte, verified bool) (arrow.RecordBatch, error) {
+	if bm.HasCodec {
+		var err error
+		if bm, body, err = decompressBody(bm, body, verified); err != nil {
+			return nil, r.corrupt("record batch %d: %w", i, err)
+		}
+		meta = nil
+	}
+	if meta == nil {
+		meta = buildBatchMeta(bm)
+	}
+	rec, err := decodeMessage(schemaMsg, meta, body, r.mem)
 	if err != nil {
 		return nil, r.classify(fmt.Sprintf("decode record batch %d", i), err)
 	}
-	return r.withSchema(rec), nil
+	return rec, nil
 }
 
 // decodeMessage decodes one record batch message (metadata flatbuffer and body) against a

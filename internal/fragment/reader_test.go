@@ -311,3 +311,113 @@ func readAllErr(s objstore.Store, df DataFile) (arrow.RecordBatch, error) {
 	}
 	return array.NewRecordBatch(fr.Schema(), out, rows), nil
 }
+
+// TestByteFlipsWithoutChecksums reads flipped files through a description without
+// checksums (Batches nil), so the parsers and decoders meet the damaged bytes themselves:
+// every outcome must be success or ErrCorrupt naming the key, never a panic or another
+// error class. Projections are read too.
+func TestByteFlipsWithoutChecksums(t *testing.T) {
+	for _, comp := range []Compression{CompressionNone, CompressionZstd, CompressionLZ4} {
+		t.Run(string(comp), func(t *testing.T) {
+			s := memStore(t)
+			ctx := context.Background()
+			schema := allTypesSchema()
+			r := seeded(t)
+			rec := randRecord(r, schema, 30, 20)
+			defer rec.Release()
+			files := writeRecords(t, s, "nc", schema, []arrow.RecordBatch{rec}, WriterOptions{Compression: comp, MaxRowsPerBatch: 15})
+			data, err := s.Get(ctx, files[0].Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			step := 5
+			if testing.Short() {
+				step = 31
+			}
+			errs := 0
+			for pos := r.IntN(step); pos < len(data); pos += step {
+				flipped := append([]byte(nil), data...)
+				flipped[pos] ^= byte(1 + r.IntN(255))
+				key := "nc/flipped.arrow"
+				_ = s.Delete(ctx, key)
+				if err := s.Put(ctx, key, flipped); err != nil {
+					t.Fatal(err)
+				}
+				df := DataFile{Key: key, Size: int64(len(flipped))}
+				check := func(err error) {
+					t.Helper()
+					if err == nil {
+						return
+					}
+					errs++
+					if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), key) {
+						t.Fatalf("flip at %d: %v", pos, err)
+					}
+				}
+				fr, err := OpenFile(ctx, s, df, nil)
+				if err != nil {
+					check(err)
+					continue
+				}
+				for i := 0; i < fr.NumBatches(); i++ {
+					for _, cols := range [][]int{nil, {10}, {21, 2}} {
+						got, err := fr.ReadBatch(i, cols)
+						check(err)
+						if err == nil {
+							got.Release()
+						}
+					}
+				}
+				fr.Close()
+			}
+			t.Logf("%s: %d reads failed with ErrCorrupt", comp, errs)
+		})
+	}
+}
+
+// TestConcurrentReads reads every batch of one FileReader from several goroutines at
+// once, whole and projected (run with -race).
+func TestConcurrentReads(t *testing.T) {
+	s := memStore(t)
+	rec := scanRecord(0, 20000)
+	defer rec.Release()
+	files := writeRecords(t, s, "cc", scanSchema(), []arrow.RecordBatch{rec}, WriterOptions{MaxRowsPerBatch: 1000})
+	fr, err := OpenFile(context.Background(), s, files[0], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fr.Close()
+	errc := make(chan error, 4)
+	for g := 0; g < 4; g++ {
+		go func() {
+			for i := 0; i < fr.NumBatches(); i++ {
+				cols := [][]int{nil, {1}, {3, 0}}[(i+g)%3]
+				r, err := fr.ReadBatch(i, cols)
+				if err != nil {
+					errc <- err
+					return
+				}
+				idCol := 0
+				if cols != nil && cols[0] != 0 {
+					idCol = -1
+					for j, c := range cols {
+						if c == 0 {
+							idCol = j
+						}
+					}
+				}
+				if idCol >= 0 && r.Column(idCol).(*array.Int64).Value(0) != int64(i*1000) {
+					errc <- errors.New("wrong first id")
+					return
+				}
+				r.Release()
+			}
+			errc <- nil
+		}()
+	}
+	for g := 0; g < 4; g++ {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

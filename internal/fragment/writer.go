@@ -290,7 +290,7 @@ func (w *Writer) finishFile() error {
 		key = w.dir + "/" + name
 	}
 	data := fb.buf.Bytes()
-	footerCRC, err := checksumBlocks(data, fb.batches)
+	footerCRC, err := checksumBlocks(data, w.schema, fb.batches)
 	if err != nil {
 		return fmt.Errorf("fragment: re-read the encoded file: %w", err)
 	}
@@ -337,8 +337,9 @@ func (w *Writer) Written() []DataFile { return append([]DataFile(nil), w.written
 // Schema is the schema of the files written: the input schema plus FieldIDsMetadataKey.
 func (w *Writer) Schema() *arrow.Schema { return w.schema }
 
-// checksumBlocks sets each batch's CRC32C from the encoded file and returns the footer's.
-func checksumBlocks(file []byte, batches []BatchInfo) (uint32, error) {
+// checksumBlocks sets each batch's checksums from the encoded file and returns the
+// footer's.
+func checksumBlocks(file []byte, schema *arrow.Schema, batches []BatchInfo) (uint32, error) {
 	n := len(file)
 	if n < 8+ipcTrailerLen {
 		return 0, errors.New("file too short")
@@ -355,7 +356,29 @@ func checksumBlocks(file []byte, batches []BatchInfo) (uint32, error) {
 		return 0, fmt.Errorf("footer lists %d batches, %d were written", len(fi.Batches), len(batches))
 	}
 	for i, b := range fi.Batches {
+		metaRaw := file[b.Offset : b.Offset+int64(b.MetaLen)]
+		body := file[b.Offset+int64(b.MetaLen) : b.Offset+int64(b.MetaLen)+b.BodyLen]
 		batches[i].CRC32C = crc32.Checksum(file[b.Offset:b.Offset+int64(b.MetaLen)+b.BodyLen], castagnoli)
+		batches[i].MetaCRC32C = crc32.Checksum(metaRaw, castagnoli)
+		meta, err := stripMetaPrefix(metaRaw)
+		if err != nil {
+			return 0, err
+		}
+		bm, err := parseBatchMeta(meta)
+		if err != nil {
+			return 0, err
+		}
+		layout, err := batchLayout(schema, &bm)
+		if errors.Is(err, errUnsupportedLayout) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		batches[i].ColumnCRC32C = make([]uint32, len(layout))
+		for c, l := range layout {
+			batches[i].ColumnCRC32C[c] = crc32.Checksum(body[l.start:l.end], castagnoli)
+		}
 	}
 	return crc32.Checksum(file[n-ipcTrailerLen-footerLen:], castagnoli), nil
 }
