@@ -1,0 +1,388 @@
+// Package catalog keeps each table's published pointer in etcd (DESIGN §5): the version
+// readers are directed to, under <prefix>/tables/<table>.
+//
+// Two publish modes:
+//   - fast-forward (maintenance ops): succeeds once the pointer is at or past our version,
+//     whoever put it there; writes only when it is behind, guarded by its mod revision.
+//   - compare-and-swap (logical ops): succeeds only if the pointer is still at the version
+//     our transaction read; otherwise a *ConflictError with the current pointer.
+//
+// The pointer never moves backwards (invariant 2): every write is guarded by the mod
+// revision of the pointer it was decided against, and is decided only when it raises the
+// version. Success means the goal holds (invariant 4): a publish whose etcd request failed
+// re-reads the pointer and reports success if our pointer (or a later one, for
+// fast-forward) is in place. PublishMany applies several updates in one etcd transaction,
+// and Snapshot reads several pointers at one etcd revision, so a reader never sees half of
+// a multi-table publish.
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Retry budget of a publish that keeps losing its guarded write to concurrent writers:
+// attempts, and the jittered backoff between them (full jitter, doubling up to the cap).
+const (
+	maxAttempts    = 20
+	backoffBase    = time.Millisecond
+	backoffCap     = 50 * time.Millisecond
+	snapshotChunk  = 100 // keys per read transaction (etcd's default max-txn-ops is 128)
+	MaxPublishMany = 128 // updates per PublishMany: etcd's default max-txn-ops
+)
+
+// Mode is how one update of PublishMany publishes.
+type Mode int
+
+const (
+	// FastForward: succeed once the pointer is at or past the update's version.
+	FastForward Mode = iota + 1
+	// CAS: succeed only if the pointer is at Update.Expected (0 = absent).
+	CAS
+)
+
+func (m Mode) String() string {
+	switch m {
+	case FastForward:
+		return "fast-forward"
+	case CAS:
+		return "compare-and-swap"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// Update is one table's part of a PublishMany.
+type Update struct {
+	Table    string
+	Mode     Mode
+	Expected uint64 // CAS only: the version the pointer must be at; 0 = absent
+	Pointer  Pointer
+}
+
+// Catalog reads and publishes table pointers. It is safe for concurrent use.
+type Catalog struct {
+	cli    *clientv3.Client
+	prefix string
+}
+
+// New returns a catalog whose pointers live under <prefix>/tables/ (a trailing "/" on
+// prefix is ignored).
+func New(cli *clientv3.Client, prefix string) *Catalog {
+	return &Catalog{cli: cli, prefix: strings.TrimRight(prefix, "/")}
+}
+
+// Key returns the etcd key of a table's pointer.
+func (c *Catalog) Key(table string) string { return c.prefix + "/tables/" + table }
+
+func (c *Catalog) tablesPrefix() string { return c.prefix + "/tables/" }
+
+// state is a pointer as read from etcd.
+type state struct {
+	ptr     Pointer
+	present bool
+	modRev  int64 // 0 when absent, which is also what an etcd ModRevision compare sees
+}
+
+func (s state) version() uint64 {
+	if !s.present {
+		return 0
+	}
+	return s.ptr.Version
+}
+
+// Get returns the table's pointer and the etcd mod revision of its key.
+// Errors (as *Error): ErrNoPointer, ErrNewerFormat, ErrCorrupt, ErrEtcd.
+func (c *Catalog) Get(ctx context.Context, table string) (Pointer, int64, error) {
+	key := c.Key(table)
+	r, err := c.cli.Get(ctx, key)
+	if err != nil {
+		return Pointer{}, 0, &Error{"get", table, key, fmt.Errorf("%w: %w", ErrEtcd, err)}
+	}
+	if len(r.Kvs) == 0 {
+		return Pointer{}, 0, &Error{"get", table, key, ErrNoPointer}
+	}
+	p, err := DecodePointer(r.Kvs[0].Value)
+	if err != nil {
+		return Pointer{}, 0, &Error{"get", table, key, err}
+	}
+	return p, r.Kvs[0].ModRevision, nil
+}
+
+// FastForward publishes p as a maintenance op: it succeeds, returning the pointer now in
+// effect, as soon as the table's pointer is at or past p.Version, whether this call wrote
+// it or another did. A pointer already at or past p.Version is left untouched. Otherwise
+// it writes p guarded by the mod revision it read, retrying with jittered backoff within a
+// bounded budget, and re-checks the goal before reporting failure.
+// Errors (as *Error): ErrInvalid, ErrDiverged (pointer at p.Version names another
+// manifest), ErrNewerFormat/ErrCorrupt (never overwritten), ErrContended, ErrEtcd.
+func (c *Catalog) FastForward(ctx context.Context, table string, p Pointer) (Pointer, error) {
+	res, err := c.publish(ctx, "fast-forward", []Update{{Table: table, Mode: FastForward, Pointer: p}})
+	if err != nil {
+		return Pointer{}, err
+	}
+	return res[0], nil
+}
+
+// CompareAndSwap publishes p as a logical op: only if the table's pointer is still at
+// version expected (0 = the table has no pointer). p.Version must exceed expected. If the
+// pointer already equals p (a retry of a publish that landed) it succeeds without writing.
+// Errors: *ConflictError (errors.Is ErrConflict) with the current pointer; as *Error:
+// ErrBackwards, ErrInvalid, ErrNewerFormat, ErrCorrupt, ErrContended, ErrEtcd.
+func (c *Catalog) CompareAndSwap(ctx context.Context, table string, expected uint64, p Pointer) error {
+	_, err := c.publish(ctx, "compare-and-swap", []Update{{Table: table, Mode: CAS, Expected: expected, Pointer: p}})
+	return err
+}
+
+// PublishMany publishes updates to several tables in one etcd transaction: all of them
+// take effect at one revision, or none does. Each update follows its Mode's rule; a
+// fast-forward update whose table is already at or past its version writes nothing. At
+// most MaxPublishMany updates, one per table.
+// Errors: the first *ConflictError in update order (nothing written), or as *Error with the
+// tables' names: ErrInvalid, ErrBackwards, ErrDiverged, ErrNewerFormat, ErrCorrupt,
+// ErrContended, ErrEtcd.
+func (c *Catalog) PublishMany(ctx context.Context, updates []Update) error {
+	_, err := c.publish(ctx, "publish", updates)
+	return err
+}
+
+// Delete removes the table's pointer (dropping the table from the catalog). A table
+// without a pointer is not an error. A table recreated afterwards starts from any version.
+// Errors (as *Error): ErrEtcd.
+func (c *Catalog) Delete(ctx context.Context, table string) error {
+	key := c.Key(table)
+	if table == "" {
+		return &Error{"delete", table, key, fmt.Errorf("%w: empty table name", ErrInvalid)}
+	}
+	if _, err := c.cli.Delete(ctx, key); err != nil {
+		return &Error{"delete", table, key, fmt.Errorf("%w: %w", ErrEtcd, err)}
+	}
+	return nil
+}
+
+// Snapshot reads the pointers of tables (nil = every table in the catalog) at one etcd
+// revision, returned with them. Tables without a pointer are absent from the map.
+// Errors (as *Error): ErrNewerFormat, ErrCorrupt (naming the key), ErrEtcd.
+func (c *Catalog) Snapshot(ctx context.Context, tables []string) (map[string]Pointer, int64, error) {
+	out := make(map[string]Pointer)
+	if tables == nil {
+		pre := c.tablesPrefix()
+		r, err := c.cli.Get(ctx, pre, clientv3.WithPrefix())
+		if err != nil {
+			return nil, 0, &Error{"snapshot", "*", pre, fmt.Errorf("%w: %w", ErrEtcd, err)}
+		}
+		for _, kv := range r.Kvs {
+			table := strings.TrimPrefix(string(kv.Key), pre)
+			p, err := DecodePointer(kv.Value)
+			if err != nil {
+				return nil, 0, &Error{"snapshot", table, string(kv.Key), err}
+			}
+			out[table] = p
+		}
+		return out, r.Header.Revision, nil
+	}
+	var rev int64
+	for start := 0; start < len(tables); start += snapshotChunk {
+		chunk := tables[start:min(start+snapshotChunk, len(tables))]
+		states, r, err := c.read(ctx, chunk, rev)
+		if err != nil {
+			return nil, 0, withOp(err, "snapshot")
+		}
+		if rev == 0 {
+			rev = r
+		}
+		for i, s := range states {
+			if s.present {
+				out[chunk[i]] = s.ptr
+			}
+		}
+	}
+	if rev == 0 { // no tables asked: report the current revision anyway
+		r, err := c.cli.Get(ctx, c.tablesPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			return nil, 0, &Error{"snapshot", "", c.tablesPrefix(), fmt.Errorf("%w: %w", ErrEtcd, err)}
+		}
+		rev = r.Header.Revision
+	}
+	return out, rev, nil
+}
+
+func withOp(err error, op string) error {
+	if e, ok := err.(*Error); ok {
+		e.Op = op
+	}
+	return err
+}
+
+// read returns the tables' states in one read transaction, at revision rev (0 = current),
+// and the revision read.
+func (c *Catalog) read(ctx context.Context, tables []string, rev int64) ([]state, int64, error) {
+	ops := make([]clientv3.Op, len(tables))
+	for i, t := range tables {
+		if rev > 0 {
+			ops[i] = clientv3.OpGet(c.Key(t), clientv3.WithRev(rev))
+		} else {
+			ops[i] = clientv3.OpGet(c.Key(t))
+		}
+	}
+	r, err := c.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return nil, 0, &Error{"read", strings.Join(tables, ","), c.keys(tables), fmt.Errorf("%w: %w", ErrEtcd, err)}
+	}
+	states, err := c.parse(tables, r.Responses)
+	return states, r.Header.Revision, err
+}
+
+func (c *Catalog) keys(tables []string) string {
+	ks := make([]string, len(tables))
+	for i, t := range tables {
+		ks[i] = c.Key(t)
+	}
+	return strings.Join(ks, ",")
+}
+
+// parse decodes the range responses of a read transaction, one per table.
+func (c *Catalog) parse(tables []string, resps []*etcdserverpb.ResponseOp) ([]state, error) {
+	states := make([]state, len(tables))
+	for i, rr := range resps {
+		kvs := rr.GetResponseRange().GetKvs()
+		if len(kvs) == 0 {
+			continue
+		}
+		p, err := DecodePointer(kvs[0].Value)
+		if err != nil {
+			return nil, &Error{"read", tables[i], string(kvs[0].Key), err}
+		}
+		states[i] = state{ptr: p, present: true, modRev: kvs[0].ModRevision}
+	}
+	return states, nil
+}
+
+// publish is the read, decide, guarded-write loop shared by the three publish calls. It
+// returns, per update, the pointer in effect after success: ours where it wrote, the
+// current one where the goal already held.
+func (c *Catalog) publish(ctx context.Context, op string, updates []Update) ([]Pointer, error) {
+	tables := make([]string, len(updates))
+	for i, u := range updates {
+		tables[i] = u.Table
+	}
+	fail := func(err error) error { return &Error{op, strings.Join(tables, ","), c.keys(tables), err} }
+	if err := validate(updates); err != nil {
+		return nil, fail(err)
+	}
+	states, _, err := c.read(ctx, tables, 0)
+	if err != nil {
+		return nil, withOp(err, op)
+	}
+	backoff := backoffBase
+	for attempt := 1; ; attempt++ {
+		plan, err := decideAll(updates, states)
+		if err != nil {
+			return nil, c.planError(op, updates, err)
+		}
+		if len(plan.writes) == 0 {
+			return plan.result, nil
+		}
+		cmps := make([]clientv3.Cmp, 0, len(plan.writes))
+		puts := make([]clientv3.Op, 0, len(plan.writes))
+		for _, i := range plan.writes {
+			k := c.Key(updates[i].Table)
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", states[i].modRev))
+			puts = append(puts, clientv3.OpPut(k, string(updates[i].Pointer.Encode())))
+		}
+		gets := make([]clientv3.Op, len(tables))
+		for i, t := range tables {
+			gets[i] = clientv3.OpGet(c.Key(t))
+		}
+		r, err := c.cli.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
+		if err != nil {
+			// The write may or may not have landed: decide by the goal, not the reply.
+			fresh, _, rerr := c.read(ctx, tables, 0)
+			if rerr == nil {
+				if res, ok := goalMet(updates, fresh); ok {
+					return res, nil
+				}
+				if isTransient(ctx, err) && attempt < maxAttempts {
+					states = fresh
+					if serr := sleepJitter(ctx, backoff); serr != nil {
+						return nil, fail(fmt.Errorf("%w: %w (then %w)", ErrEtcd, err, serr))
+					}
+					backoff = min(backoff*2, backoffCap)
+					continue
+				}
+			}
+			return nil, fail(fmt.Errorf("%w: %w", ErrEtcd, err))
+		}
+		if r.Succeeded {
+			return plan.result, nil
+		}
+		if states, err = c.parse(tables, r.Responses); err != nil {
+			return nil, withOp(err, op)
+		}
+		if attempt >= maxAttempts {
+			break
+		}
+		if err := sleepJitter(ctx, backoff); err != nil {
+			return nil, fail(err)
+		}
+		backoff = min(backoff*2, backoffCap)
+	}
+	// Budget spent. One last decision on a fresh read: others may have met our goal.
+	states, _, err = c.read(ctx, tables, 0)
+	if err != nil {
+		return nil, withOp(err, op)
+	}
+	if res, ok := goalMet(updates, states); ok {
+		return res, nil
+	}
+	if _, err := decideAll(updates, states); err != nil {
+		return nil, c.planError(op, updates, err)
+	}
+	return nil, fail(fmt.Errorf("%w after %d attempts", ErrContended, maxAttempts))
+}
+
+// planError returns a conflict as is, and wraps other decision errors with the table.
+func (c *Catalog) planError(op string, updates []Update, err error) error {
+	if de, ok := err.(*decideError); ok {
+		if _, isConflict := de.err.(*ConflictError); isConflict {
+			return de.err
+		}
+		t := updates[de.index].Table
+		return &Error{op, t, c.Key(t), de.err}
+	}
+	return err
+}
+
+// isTransient reports an etcd failure worth retrying (leader change, connection lost,
+// server-side timeout) while ctx is still live.
+func isTransient(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	code := status.Code(err)
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		code = ee.Code()
+	}
+	return code == codes.Unavailable || code == codes.DeadlineExceeded || code == codes.Aborted
+}
+
+func sleepJitter(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(time.Duration(rand.Int64N(int64(d)) + 1))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}
