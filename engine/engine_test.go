@@ -13,6 +13,7 @@ import (
 
 	"github.com/shale-db/shale/engine/filter"
 	"github.com/shale-db/shale/internal/fragment"
+	"github.com/shale-db/shale/internal/storetest"
 	"github.com/shale-db/shale/manifest"
 )
 
@@ -65,9 +66,16 @@ func appendRange(t testing.TB, tbl *Table, from, to int64) CommitResult {
 	return res
 }
 
+// TestTableLifecycle runs create, append, scan, delete, time travel and overwrite on every
+// store kind: local disk, memory, the S3 protocol and the GCS protocol.
 func TestTableLifecycle(t *testing.T) {
+	for name, s := range storetest.All(t) {
+		t.Run(name, func(t *testing.T) { testLifecycle(t, openDBOn(t, s)) })
+	}
+}
+
+func testLifecycle(t *testing.T, db *DB) {
 	ctx := context.Background()
-	db := openDB(t, "")
 	db.opts.Write = fragment.WriterOptions{MaxRowsPerBatch: 100, MaxRowsPerFile: 1000}
 	tbl, err := db.CreateTable(ctx, "kv", kvSchema)
 	if err != nil {

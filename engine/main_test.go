@@ -45,11 +45,19 @@ func openDB(t testing.TB, storeURL string) *DB {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { s.Close() })
+	return openDBOn(t, s)
+}
+
+// openDBOn opens a DB on store s with the shared etcd as catalog.
+func openDBOn(t testing.TB, s objstore.Store) *DB {
+	t.Helper()
+	ctx := context.Background()
 	cli, err := coord.Connect(ctx, coord.Config{Endpoints: testEtcd.Endpoints()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cli.Close(); s.Close() })
+	t.Cleanup(func() { cli.Close() })
 	db, err := Open(ctx, s, Options{Etcd: cli.Etcd()})
 	if err != nil {
 		t.Fatal(err)
