@@ -1,7 +1,6 @@
 package fragment
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -60,7 +59,7 @@ type Writer struct {
 }
 
 type fileBuilder struct {
-	buf     bytes.Buffer
+	buf     chunkBuffer
 	fw      *ipc.FileWriter
 	rows    int64
 	batches []BatchInfo
@@ -290,6 +289,7 @@ func (w *Writer) finishFile() error {
 		key = w.dir + "/" + name
 	}
 	data := fb.buf.Bytes()
+	fb.buf = chunkBuffer{}
 	footerCRC, err := checksumBlocks(data, w.schema, fb.batches)
 	if err != nil {
 		return fmt.Errorf("fragment: re-read the encoded file: %w", err)
@@ -381,4 +381,48 @@ func checksumBlocks(file []byte, schema *arrow.Schema, batches []BatchInfo) (uin
 		}
 	}
 	return crc32.Checksum(file[n-ipcTrailerLen-footerLen:], castagnoli), nil
+}
+
+// chunkBuffer collects the encoded file in chunks of growing size, so a large file is
+// copied once (into the contiguous slice Put needs) instead of at every doubling of a
+// bytes.Buffer.
+type chunkBuffer struct {
+	chunks [][]byte
+	n      int
+}
+
+const (
+	firstChunk = 256 << 10
+	maxChunk   = 16 << 20
+)
+
+func (b *chunkBuffer) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		if len(b.chunks) == 0 || len(b.chunks[len(b.chunks)-1]) == cap(b.chunks[len(b.chunks)-1]) {
+			size := firstChunk
+			if k := len(b.chunks); k > 0 {
+				size = min(2*cap(b.chunks[k-1]), maxChunk)
+			}
+			b.chunks = append(b.chunks, make([]byte, 0, max(size, min(len(p), maxChunk))))
+		}
+		last := &b.chunks[len(b.chunks)-1]
+		c := min(len(p), cap(*last)-len(*last))
+		*last = append(*last, p[:c]...)
+		p = p[c:]
+	}
+	b.n += n
+	return n, nil
+}
+
+// Bytes returns the contents as one slice (the only chunk itself when there is one).
+func (b *chunkBuffer) Bytes() []byte {
+	if len(b.chunks) == 1 {
+		return b.chunks[0]
+	}
+	out := make([]byte, 0, b.n)
+	for _, c := range b.chunks {
+		out = append(out, c...)
+	}
+	return out
 }
