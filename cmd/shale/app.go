@@ -69,6 +69,14 @@ func (a *app) rootCommand() *cobra.Command {
 			return usagef("no command given")
 		},
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			// Cobra checks required flags only after this hook; check them here so that
+			// a missing one is a usage error.
+			if err := cmd.ValidateRequiredFlags(); err != nil {
+				return &usageError{err}
+			}
+			if err := cmd.ValidateFlagGroups(); err != nil {
+				return &usageError{err}
+			}
 			a.started = true
 			return a.resolveHome()
 		},

@@ -132,7 +132,7 @@ func (a *app) importFile(ctx context.Context, path, table string, opts importOpt
 	if t != nil && !opts.overwrite {
 		want = t.Schema()
 	}
-	src, err := openSource(ctx, path, format, want, memory.DefaultAllocator)
+	src, err := openSource(ctx, path, format, table, want, memory.DefaultAllocator)
 	if err != nil {
 		return nil, err
 	}

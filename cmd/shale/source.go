@@ -118,11 +118,11 @@ func (c *countingFile) ReadAt(p []byte, off int64) (int, error) {
 func (c *countingFile) Seek(off int64, whence int) (int64, error) { return c.f.Seek(off, whence) }
 
 // openSource opens path as format ("" = from the extension). With want (the schema of an
-// existing table), CSV and JSON Lines are parsed with the table's column types after
+// existing table, named table), CSV and JSON Lines are parsed with the table's column types after
 // their column names are checked against it; otherwise the types are inferred from the
 // first sampleRows rows. Errors: ErrUnsupportedFormat, ErrInput (naming the file),
 // engine.ErrSchemaMismatch (CSV/JSON column names), os errors for a missing file.
-func openSource(ctx context.Context, path, format string, want *arrow.Schema, mem memory.Allocator) (*source, error) {
+func openSource(ctx context.Context, path, format, table string, want *arrow.Schema, mem memory.Allocator) (*source, error) {
 	if format == "" {
 		f, err := formatFromName(path)
 		if err != nil {
@@ -151,11 +151,11 @@ func openSource(ctx context.Context, path, format string, want *arrow.Schema, me
 	case formatArrow:
 		err = s.openArrow(mem)
 	case formatCSV:
-		err = s.openCSV(want, ',', mem)
+		err = s.openCSV(table, want, ',', mem)
 	case formatTSV:
-		err = s.openCSV(want, '\t', mem)
+		err = s.openCSV(table, want, '\t', mem)
 	case formatJSONL:
-		err = s.openJSONL(want, mem)
+		err = s.openJSONL(table, want, mem)
 	default:
 		err = fmt.Errorf("%w: %q (supported: %s)", ErrUnsupportedFormat, format, formatList)
 	}
@@ -256,7 +256,7 @@ func (r *ipcFileReader) Release() {
 	}
 }
 
-func (s *source) openCSV(want *arrow.Schema, comma rune, mem memory.Allocator) error {
+func (s *source) openCSV(table string, want *arrow.Schema, comma rune, mem memory.Allocator) error {
 	if err := s.rewind(); err != nil {
 		return s.inputError(err)
 	}
@@ -267,7 +267,7 @@ func (s *source) openCSV(want *arrow.Schema, comma rune, mem memory.Allocator) e
 	inferred := inferCSVSchema(sample)
 	schema := inferred
 	if want != nil {
-		if err := sameColumns(s.path, want, inferred, true); err != nil {
+		if err := sameColumns(table, s.path, want, inferred, true); err != nil {
 			return err
 		}
 		schema = want
@@ -285,7 +285,7 @@ func (s *source) openCSV(want *arrow.Schema, comma rune, mem memory.Allocator) e
 	return nil
 }
 
-func (s *source) openJSONL(want *arrow.Schema, mem memory.Allocator) error {
+func (s *source) openJSONL(table string, want *arrow.Schema, mem memory.Allocator) error {
 	if err := s.rewind(); err != nil {
 		return s.inputError(err)
 	}
@@ -295,7 +295,7 @@ func (s *source) openJSONL(want *arrow.Schema, mem memory.Allocator) error {
 	}
 	schema := inferred
 	if want != nil {
-		if err := sameColumns(s.path, want, inferred, false); err != nil {
+		if err := sameColumns(table, s.path, want, inferred, false); err != nil {
 			return err
 		}
 		schema = want
@@ -313,10 +313,10 @@ func (s *source) openJSONL(want *arrow.Schema, mem memory.Allocator) error {
 
 // sameColumns checks that a file's columns are the table's (for CSV in the same order;
 // JSON objects are matched by key). Errors wrap engine.ErrSchemaMismatch.
-func sameColumns(path string, table, file *arrow.Schema, ordered bool) error {
+func sameColumns(tableName, path string, table, file *arrow.Schema, ordered bool) error {
 	tn, fn := names(table), names(file)
 	mismatch := func() error {
-		return fmt.Errorf("%w: %s has columns (%s), the table has (%s)", engine.ErrSchemaMismatch, path,
+		return fmt.Errorf("table %q: %w: %s has columns (%s), the table has (%s)", tableName, engine.ErrSchemaMismatch, path,
 			strings.Join(fn, ", "), strings.Join(tn, ", "))
 	}
 	if len(tn) != len(fn) {

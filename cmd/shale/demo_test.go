@@ -1,0 +1,121 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestTwoCommandsOnAFreshHome starts two commands at once on a state directory with no
+// etcd yet: both must find or start the one shared background server and succeed.
+func TestTwoCommandsOnAFreshHome(t *testing.T) {
+	e := freshEnv(t)
+	in := e.file("x.csv", "id,name\n1,a\n2,b\n")
+	var wg sync.WaitGroup
+	results := make([]result, 2)
+	for i := range results {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			results[i] = e.run("import", in, "--table", fmt.Sprintf("t%d", i))
+		}(i)
+	}
+	wg.Wait()
+	for i, r := range results {
+		if r.code != 0 {
+			t.Fatalf("command %d: %v", i, r)
+		}
+	}
+	// Both tables are published in the one catalog.
+	var st struct {
+		Tables []struct {
+			Table     string
+			Published uint64
+		}
+	}
+	if err := json.Unmarshal([]byte(e.ok("status", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Tables) != 2 || st.Tables[0].Published != 2 || st.Tables[1].Published != 2 {
+		t.Fatalf("status %+v", st)
+	}
+	// Two imports into the same table at once: both append (the commit loop rebases).
+	for i := range results {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			results[i] = e.run("import", in, "--table", "t0")
+		}(i)
+	}
+	wg.Wait()
+	for i, r := range results {
+		if r.code != 0 {
+			t.Fatalf("concurrent append %d: %v", i, r)
+		}
+	}
+	if vs := e.versions("t0"); len(vs) != 4 || vs[3].Rows != 6 {
+		t.Fatalf("versions %+v", vs)
+	}
+}
+
+// TestDemoSmall runs the whole demo on a 60,000-row slice of the flights file, twice:
+// the second run overwrites the table in new versions, then --fresh starts over.
+func TestDemoSmall(t *testing.T) {
+	e := freshEnv(t)
+	path := filepath.Join(e.dir, "flights-small.parquet")
+	flightsSlice(t, path, 60000)
+	out := e.ok("demo", "--data", path)
+	for _, w := range []string{
+		"── 0. Import", "60,000 rows into flights, version 2",
+		"── 1. Flights from SFO", "origin = 'SFO'",
+		"── 2. Delayed over an hour", "flights matched",
+		"── 3. Top 10 routes", "aggregated 60,000 rows",
+		"── 4. Delete", "deleted", "0 matching (version 3)",
+		"── 5. Versions of flights", "3 versions",
+		"── 6. Time travel to version 2", "still readable at version 2",
+	} {
+		if !strings.Contains(out, w) {
+			t.Fatalf("demo output lacks %q:\n%s", w, out)
+		}
+	}
+	out = e.ok("demo", "--data", path)
+	for _, w := range []string{"overwriting it in a new version", "version 4", "5 versions", "Time travel to version 4"} {
+		if !strings.Contains(out, w) {
+			t.Fatalf("second demo output lacks %q:\n%s", w, out)
+		}
+	}
+	out = e.ok("demo", "--data", path, "--fresh")
+	for _, w := range []string{"--fresh: dropped table flights", "60,000 rows into flights, version 2", "3 versions"} {
+		if !strings.Contains(out, w) {
+			t.Fatalf("--fresh demo output lacks %q:\n%s", w, out)
+		}
+	}
+	if vs := e.versions("flights"); len(vs) != 3 {
+		t.Fatalf("after --fresh: %+v", vs)
+	}
+	e.fails(1, []string{"nope.parquet", "not found"}, "demo", "--data", "nope.parquet")
+}
+
+// TestDemoFull runs `shale demo` on the whole 3,000,000-row file. It is slow (about 10 s
+// on 2 cores), so it runs only with SHALE_DEMO_TEST=1 and without -short.
+func TestDemoFull(t *testing.T) {
+	if testing.Short() || os.Getenv("SHALE_DEMO_TEST") == "" {
+		t.Skip("set SHALE_DEMO_TEST=1 (and no -short) to run the full demo")
+	}
+	e := freshEnv(t)
+	e.dir = "." // the default --data is found from the package directory's parents
+	start := time.Now()
+	out := e.ok("demo")
+	t.Logf("shale demo took %s:\n%s", time.Since(start), out)
+	for _, w := range []string{"3,000,000 rows into flights, version 2", "60,869 of 3,000,000 flights leave from SFO",
+		"78,427 flights matched", "LAX → LAS    8,323", "deleted 166,341 rows", "version 2: 166,341 rows where origin = 'ORD' (now: 0)"} {
+		if !strings.Contains(out, w) {
+			t.Fatalf("demo output lacks %q", w)
+		}
+	}
+}
