@@ -1,0 +1,23 @@
+// Package benchmarks measures Shale against plain baselines in one process, so the ratios
+// compare like with like, and renders the results as Markdown (benchmarks/RESULTS.md).
+//
+// Suites (Config.Suites):
+//
+//	import  Table.Append of an in-memory dataset vs (a) Arrow IPC encode (ZSTD, same batch
+//	        and file sizes) + Put of the same records, (b) encode only, (c) Put of the
+//	        pre-encoded files. Target: engine ≥ 0.8× baseline (a).
+//	scan    Table.Scan of every column vs one GET per data file + arrow-go ipc.FileReader
+//	        decode of every batch, over the table's own data files, at the engine's
+//	        ScanParallelism (4) and with one worker each; plus a projected and filtered scans
+//	        for information. Target: engine ≥ 0.8× the parallel baseline.
+//	open    DB.OpenTable through the etcd catalog on tables with N versions (default 10 and
+//	        1,000): latency and store/etcd requests. Target: 1 GET at every N.
+//	commit  one small AppendRecord on those tables: latency and requests by kind. Target:
+//	        the same requests at every N.
+//
+// Every engine variant runs alternately with its baselines, repetition by repetition, and
+// figures are medians. Targets are reported (Report.Checks), never asserted.
+//
+// Run is the entry point for `shale bench`; the Go benchmarks in this package
+// (go test -bench . -run '^$' ./benchmarks/) time the same variants one by one.
+package benchmarks
