@@ -66,34 +66,39 @@ var benchCodecs = []Compression{CompressionZstd, CompressionLZ4, CompressionNone
 func BenchmarkWrite1M(b *testing.B) {
 	recs, raw := benchRecords(b)
 	for _, c := range benchCodecs {
-		b.Run(string(c), func(b *testing.B) {
-			s := memStore(b)
-			b.SetBytes(raw)
-			b.ReportAllocs()
-			var size int64
-			for i := 0; i < b.N; i++ {
-				w, err := NewWriter(context.Background(), s, "bench/data", recs[0].Schema(), []int32{1, 2, 3, 4}, WriterOptions{Compression: c})
-				if err != nil {
-					b.Fatal(err)
+		for _, kind := range []string{"mem", "local"} {
+			b.Run(string(c)+"/"+kind, func(b *testing.B) {
+				s := memStore(b)
+				if kind == "local" {
+					s = fileStore(b)
 				}
-				for _, r := range recs {
-					if err := w.Write(r); err != nil {
+				b.SetBytes(raw)
+				b.ReportAllocs()
+				var size int64
+				for i := 0; i < b.N; i++ {
+					w, err := NewWriter(context.Background(), s, "bench/data", recs[0].Schema(), []int32{1, 2, 3, 4}, WriterOptions{Compression: c})
+					if err != nil {
 						b.Fatal(err)
 					}
+					for _, r := range recs {
+						if err := w.Write(r); err != nil {
+							b.Fatal(err)
+						}
+					}
+					files, err := w.Close()
+					if err != nil {
+						b.Fatal(err)
+					}
+					size = files[0].Size
+					b.StopTimer()
+					for _, f := range files {
+						s.Delete(context.Background(), f.Key)
+					}
+					b.StartTimer()
 				}
-				files, err := w.Close()
-				if err != nil {
-					b.Fatal(err)
-				}
-				size = files[0].Size
-				b.StopTimer()
-				for _, f := range files {
-					s.Delete(context.Background(), f.Key)
-				}
-				b.StartTimer()
-			}
-			b.ReportMetric(float64(size), "file_bytes")
-		})
+				b.ReportMetric(float64(size), "file_bytes")
+			})
+		}
 	}
 }
 

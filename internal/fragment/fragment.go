@@ -4,20 +4,25 @@
 // A data file is an Arrow IPC file (format "ARROW1", metadata V5) whose record batches are
 // compressed per buffer with ZSTD (default), LZ4 or not at all. Its schema carries the
 // top-level field ids under the schema metadata key "shale:field_ids", so a file can be
-// checked against the manifest that names it. Files are written whole with one Put and never
-// modified.
+// checked against the manifest that names it. Files are encoded in memory, stored with one
+// Put under a fresh ULID key and never modified. The DataFile a Writer returns records,
+// per batch, the row count, column statistics and CRC32C checksums of the whole block, of
+// its metadata and of each column's byte span, plus a CRC32C of the footer.
 //
-// Reads use range requests only: OpenFile fetches the file tail (footer and trailer) in one
-// GetRange because the size is known from the manifest (no HEAD), and ReadBatch fetches one
-// record batch's metadata and body in one GetRange, or, for a column projection, the batch
-// metadata and then only the byte ranges of the chosen columns' buffers.
+// Reads use range requests only. OpenFile fetches the file tail (footer and trailer) in one
+// GetRange, since the size comes from the DataFile (no HEAD). ReadBatch fetches one record
+// batch's metadata and body in one GetRange; for a column subset it fetches the batch
+// metadata, then only the byte ranges of the chosen columns' buffers (coalesced), and
+// decodes a rebuilt message holding just those columns. Every byte used is checked against
+// the DataFile's checksums before any decoder sees it; compressed buffers are decoded by
+// this package (one shared ZSTD decoder) rather than by arrow-go's per-batch decoders.
 //
 // A deletion vector is an immutable object holding a roaring bitmap of deleted row offsets
 // inside an envelope with a magic, a format version and a CRC32C checksum.
 //
-// Errors about stored bytes wrap ErrCorrupt (or ErrUnsupportedVersion) in a *CorruptError
-// that names the object key; store failures are passed through as *objstore.Error, which
-// also names the key.
+// Errors about stored bytes are *CorruptError values naming the object key and wrapping
+// ErrCorrupt (or ErrUnsupportedVersion for a newer deletion vector format); store failures
+// are passed through as *objstore.Error, which also names the key.
 package fragment
 
 import (
