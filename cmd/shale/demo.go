@@ -282,8 +282,20 @@ func topRoutes(ctx context.Context, t *engine.Table, n int) ([]route, int64, err
 		return nil, 0, err
 	}
 	defer sc.Release()
-	type key struct{ o, d string }
-	counts := map[key]int64{}
+	// Airports get small ids (one short-string map lookup per value); the pairs are
+	// counted in a dense matrix.
+	ids := map[string]int{}
+	var airports []string
+	id := func(s string) int {
+		if i, ok := ids[s]; ok {
+			return i
+		}
+		s = strings.Clone(s) // s points into the batch's buffer
+		ids[s] = len(airports)
+		airports = append(airports, s)
+		return len(airports) - 1
+	}
+	var counts [][]int64 // counts[origin][destination]
 	var rows int64
 	for sc.Next() {
 		rec := sc.RecordBatch()
@@ -296,21 +308,27 @@ func topRoutes(ctx context.Context, t *engine.Table, n int) ([]route, int64, err
 			return nil, 0, err
 		}
 		for i := 0; i < int(rec.NumRows()); i++ {
-			k := key{o(i), d(i)}
-			if c, ok := counts[k]; ok {
-				counts[k] = c + 1
-			} else {
-				counts[key{strings.Clone(k.o), strings.Clone(k.d)}] = 1
+			oi, di := id(o(i)), id(d(i))
+			for len(counts) <= oi {
+				counts = append(counts, nil)
 			}
+			if len(counts[oi]) <= di {
+				counts[oi] = append(counts[oi], make([]int64, di+1-len(counts[oi]))...)
+			}
+			counts[oi][di]++
 		}
 		rows += rec.NumRows()
 	}
 	if err := sc.Err(); err != nil {
 		return nil, 0, err
 	}
-	out := make([]route, 0, len(counts))
-	for k, c := range counts {
-		out = append(out, route{k.o, k.d, c})
+	var out []route
+	for oi, row := range counts {
+		for di, c := range row {
+			if c > 0 {
+				out = append(out, route{airports[oi], airports[di], c})
+			}
+		}
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].flights != out[j].flights {
