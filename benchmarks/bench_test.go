@@ -17,7 +17,8 @@ import (
 // Go benchmarks over the same variants Run measures. Each sub-benchmark times one variant
 // alone (ns/op is the variant's timed part, without per-run setup such as CreateTable);
 // BenchmarkRatio runs engine and baseline back to back per iteration and reports the
-// paired ratio, which is the figure to compare against the targets.
+// paired ratio (wall and CPU time), which is the figure to compare against the targets.
+// cpu-ns/op is the process CPU time of the timed part (every thread).
 //
 //	go test -bench . -run '^$' ./benchmarks/
 //
@@ -81,20 +82,22 @@ func closeBenchFixture() {
 // MB/s (the sample's Rows and Bytes per run) and store requests per run by kind.
 func runVariant(b *testing.B, v variant) {
 	ctx := context.Background()
-	var total time.Duration
+	var total, cpu time.Duration
 	n := 0
 	for b.Loop() {
 		runtime.GC()
-		d, err := v.run(ctx, int(benchRep.Add(1)))
+		t, err := v.run(ctx, int(benchRep.Add(1)))
 		if err != nil {
 			b.Fatal(err)
 		}
-		v.s.add(d)
-		total += d
+		v.s.add(t)
+		total += t.Wall
+		cpu += t.CPU
 		n++
 	}
 	per := total / time.Duration(n)
 	b.ReportMetric(float64(per.Nanoseconds()), "ns/op")
+	b.ReportMetric(float64((cpu / time.Duration(n)).Nanoseconds()), "cpu-ns/op")
 	if v.s.Rows > 1 {
 		b.ReportMetric(float64(v.s.Rows)/per.Seconds(), "rows/s")
 	}
@@ -146,15 +149,17 @@ func BenchmarkRatio(b *testing.B) {
 			}
 			for _, v := range order {
 				runtime.GC()
-				d, err := v.run(ctx, int(benchRep.Add(1)))
+				t, err := v.run(ctx, int(benchRep.Add(1)))
 				if err != nil {
 					b.Fatal(err)
 				}
-				v.s.add(d)
+				v.s.add(t)
 			}
 			i++
 		}
-		b.ReportMetric(medianFloat(pairedRatios(eng, base)), "engine/baseline")
+		r := newRatio("", eng, base, 0)
+		b.ReportMetric(r.Median(), "engine/baseline")
+		b.ReportMetric(r.MedianCPU(), "engine/baseline-cpu")
 		b.ReportMetric(float64(eng.Median().Nanoseconds()), "engine-ns/op")
 		b.ReportMetric(float64(base.Median().Nanoseconds()), "baseline-ns/op")
 	}

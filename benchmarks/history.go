@@ -116,17 +116,19 @@ func runHistory(ctx context.Context, e *env, cfg Config, log io.Writer) ([]Histo
 }
 
 // openRun times db.OpenTable(name) and checks it lands on version want.
-func openRun(e *env, db *engine.DB, name string, want uint64, s *Sample) func(context.Context, int) (time.Duration, error) {
-	return func(ctx context.Context, rep int) (time.Duration, error) {
+func openRun(e *env, db *engine.DB, name string, want uint64, s *Sample) func(context.Context, int) (Took, error) {
+	return func(ctx context.Context, rep int) (Took, error) {
 		before, kvBefore := e.storeRequests(), e.etcdRequests()
-		t0 := time.Now()
-		t, err := db.OpenTable(ctx, name)
-		d := time.Since(t0)
+		var t *engine.Table
+		d, err := timeStep(func() (err error) {
+			t, err = db.OpenTable(ctx, name)
+			return err
+		})
 		if err != nil {
-			return 0, fmt.Errorf("benchmarks: open %s: %w", name, err)
+			return Took{}, fmt.Errorf("benchmarks: open %s: %w", name, err)
 		}
 		if t.Version() != want {
-			return 0, fmt.Errorf("benchmarks: open %s gave version %d, want %d", name, t.Version(), want)
+			return Took{}, fmt.Errorf("benchmarks: open %s gave version %d, want %d", name, t.Version(), want)
 		}
 		if len(s.Times) == 0 {
 			s.Requests, s.Etcd = e.storeRequests().Sub(before), subCounts(e.etcdRequests(), kvBefore)
@@ -138,17 +140,19 @@ func openRun(e *env, db *engine.DB, name string, want uint64, s *Sample) func(co
 
 // commitRun times one AppendRecord(rec) on tbl and records its requests in r.Commit (the
 // first repetition's; later ones set r.CommitRequestsVary when they differ).
-func commitRun(e *env, tbl *engine.Table, rec arrow.RecordBatch, r *HistoryResult) func(context.Context, int) (time.Duration, error) {
-	return func(ctx context.Context, rep int) (time.Duration, error) {
+func commitRun(e *env, tbl *engine.Table, rec arrow.RecordBatch, r *HistoryResult) func(context.Context, int) (Took, error) {
+	return func(ctx context.Context, rep int) (Took, error) {
 		before, kvBefore := e.storeRequests(), e.etcdRequests()
-		t0 := time.Now()
-		res, err := tbl.AppendRecord(ctx, rec)
-		d := time.Since(t0)
+		var res engine.CommitResult
+		d, err := timeStep(func() (err error) {
+			res, err = tbl.AppendRecord(ctx, rec)
+			return err
+		})
 		if err != nil {
-			return 0, fmt.Errorf("benchmarks: commit on %s: %w", tbl.Name(), err)
+			return Took{}, fmt.Errorf("benchmarks: commit on %s: %w", tbl.Name(), err)
 		}
 		if !res.Published || res.Attempts != 1 || len(res.Rebased) != 0 {
-			return 0, fmt.Errorf("benchmarks: commit on %s: published %v after %d attempts, rebased over %v (want 1 attempt, no rebase: nothing else writes this table)",
+			return Took{}, fmt.Errorf("benchmarks: commit on %s: published %v after %d attempts, rebased over %v (want 1 attempt, no rebase: nothing else writes this table)",
 				tbl.Name(), res.Published, res.Attempts, res.Rebased)
 		}
 		reqs := e.storeRequests().Sub(before)

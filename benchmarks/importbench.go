@@ -10,11 +10,14 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/shale-db/shale/internal/fragment"
 )
 
 // Import variant names (Sample.Name).
 const (
 	ImportEngine    = "engine: Table.Append"
+	ImportWriter    = "engine part: fragment.Writer only (data files, no commit)"
 	ImportEncodePut = "baseline: IPC encode + Put"
 	ImportEncode    = "baseline: IPC encode only (no store)"
 	ImportPut       = "baseline: Put of pre-encoded files"
@@ -90,14 +93,16 @@ func importVariants(e *env, ds *Dataset, fileRows int) ([]variant, error) {
 		encoded = append(encoded, b)
 	}
 	mk := func(name string) *Sample { return &Sample{Name: name, Rows: ds.Rows, Bytes: ds.Bytes} }
-	engineS, encPutS, encS, putS := mk(ImportEngine), mk(ImportEncodePut), mk(ImportEncode), mk(ImportPut)
+	engineS, writerS, encPutS, encS, putS := mk(ImportEngine), mk(ImportWriter), mk(ImportEncodePut), mk(ImportEncode), mk(ImportPut)
+	fieldIDs := make([]int32, ds.Schema.NumFields())
+	for i := range fieldIDs {
+		fieldIDs[i] = int32(i)
+	}
 
 	// counted wraps a timed step with request counting (recorded on the sample's first run).
-	counted := func(s *Sample, step func() error) (time.Duration, error) {
+	counted := func(s *Sample, step func() error) (Took, error) {
 		before, kvBefore := e.storeRequests(), e.etcdRequests()
-		t0 := time.Now()
-		err := step()
-		d := time.Since(t0)
+		d, err := timeStep(step)
 		if err == nil && len(s.Times) == 0 {
 			s.Requests = e.storeRequests().Sub(before)
 			s.Etcd = subCounts(e.etcdRequests(), kvBefore)
@@ -105,15 +110,15 @@ func importVariants(e *env, ds *Dataset, fileRows int) ([]variant, error) {
 		return d, err
 	}
 
-	engineRun := func(ctx context.Context, rep int) (time.Duration, error) {
+	engineRun := func(ctx context.Context, rep int) (Took, error) {
 		name := fmt.Sprintf("import-%d", rep)
 		tbl, err := e.db.CreateTable(ctx, name, ds.Schema)
 		if err != nil {
-			return 0, err
+			return Took{}, err
 		}
 		rdr, err := ds.Reader()
 		if err != nil {
-			return 0, err
+			return Took{}, err
 		}
 		defer rdr.Release()
 		var rows int64
@@ -123,14 +128,37 @@ func importVariants(e *env, ds *Dataset, fileRows int) ([]variant, error) {
 			return err
 		})
 		if err != nil {
-			return 0, fmt.Errorf("benchmarks: engine import: %w", err)
+			return Took{}, fmt.Errorf("benchmarks: engine import: %w", err)
 		}
 		if rows != ds.Rows {
-			return 0, fmt.Errorf("benchmarks: engine import appended %d rows, the data has %d", rows, ds.Rows)
+			return Took{}, fmt.Errorf("benchmarks: engine import appended %d rows, the data has %d", rows, ds.Rows)
 		}
 		return d, deletePrefix(ctx, e.store, name+"/")
 	}
-	encPutRun := func(ctx context.Context, rep int) (time.Duration, error) {
+	// writerRun is the engine's data-file path alone: re-chunking, IPC encoding, batch
+	// statistics, checksums and one Put per file, without the commit and publish.
+	writerRun := func(ctx context.Context, rep int) (Took, error) {
+		prefix := fmt.Sprintf("writer-%d/", rep)
+		d, err := counted(writerS, func() error {
+			w, err := fragment.NewWriter(ctx, e.store, prefix+"data", ds.Schema, fieldIDs, e.opts.Write)
+			if err != nil {
+				return err
+			}
+			for _, r := range ds.Records {
+				if err := w.Write(r); err != nil {
+					w.Close()
+					return err
+				}
+			}
+			_, err = w.Close()
+			return err
+		})
+		if err != nil {
+			return Took{}, fmt.Errorf("benchmarks: fragment writer: %w", err)
+		}
+		return d, deletePrefix(ctx, e.store, prefix)
+	}
+	encPutRun := func(ctx context.Context, rep int) (Took, error) {
 		prefix := fmt.Sprintf("raw-import-%d/", rep)
 		d, err := counted(encPutS, func() error {
 			for i, g := range groups {
@@ -145,11 +173,11 @@ func importVariants(e *env, ds *Dataset, fileRows int) ([]variant, error) {
 			return nil
 		})
 		if err != nil {
-			return 0, fmt.Errorf("benchmarks: baseline encode+put: %w", err)
+			return Took{}, fmt.Errorf("benchmarks: baseline encode+put: %w", err)
 		}
 		return d, deletePrefix(ctx, e.store, prefix)
 	}
-	encRun := func(ctx context.Context, rep int) (time.Duration, error) {
+	encRun := func(ctx context.Context, rep int) (Took, error) {
 		var n int
 		d, err := counted(encS, func() error {
 			for _, g := range groups {
@@ -162,11 +190,11 @@ func importVariants(e *env, ds *Dataset, fileRows int) ([]variant, error) {
 			return nil
 		})
 		if err != nil {
-			return 0, fmt.Errorf("benchmarks: baseline encode: %w", err)
+			return Took{}, fmt.Errorf("benchmarks: baseline encode: %w", err)
 		}
 		return d, nil
 	}
-	putRun := func(ctx context.Context, rep int) (time.Duration, error) {
+	putRun := func(ctx context.Context, rep int) (Took, error) {
 		prefix := fmt.Sprintf("raw-put-%d/", rep)
 		d, err := counted(putS, func() error {
 			for i, b := range encoded {
@@ -177,12 +205,13 @@ func importVariants(e *env, ds *Dataset, fileRows int) ([]variant, error) {
 			return nil
 		})
 		if err != nil {
-			return 0, fmt.Errorf("benchmarks: baseline put: %w", err)
+			return Took{}, fmt.Errorf("benchmarks: baseline put: %w", err)
 		}
 		return d, deletePrefix(ctx, e.store, prefix)
 	}
 	return []variant{
 		{"engine", engineS, engineRun},
+		{"writer", writerS, writerRun},
 		{"encode+put", encPutS, encPutRun},
 		{"encode", encS, encRun},
 		{"put", putS, putRun},
@@ -202,10 +231,13 @@ func runImport(ctx context.Context, e *env, ds *Dataset, cfg Config, log io.Writ
 	for _, v := range vs {
 		res.Samples = append(res.Samples, v.s)
 	}
-	eng, encPut, put := res.Sample(ImportEngine), res.Sample(ImportEncodePut), res.Sample(ImportPut)
+	eng, wr, encPut, enc, put := res.Sample(ImportEngine), res.Sample(ImportWriter), res.Sample(ImportEncodePut), res.Sample(ImportEncode), res.Sample(ImportPut)
 	res.Ratios = []Ratio{
-		{Name: "import: engine vs encode+put", Engine: eng.Name, Baseline: encPut.Name, Paired: pairedRatios(eng, encPut), Target: 0.8},
-		{Name: "import: engine vs put only", Engine: eng.Name, Baseline: put.Name, Paired: pairedRatios(eng, put)},
+		newRatio("import: engine vs encode+put", eng, encPut, 0.8),
+		newRatio("import: fragment.Writer vs encode+put", wr, encPut, 0),
+		newRatio("import: engine vs fragment.Writer (commit + publish share)", eng, wr, 0),
+		newRatio("import: encode+put vs encode only (Put share)", encPut, enc, 0),
+		newRatio("import: engine vs put only", eng, put, 0),
 	}
 	res.Notes = append(res.Notes, fmt.Sprintf("Input: %d rows, %.1f MB of Arrow buffers in memory, in batches of %d rows; data files of up to %d rows, ZSTD. "+
 		"MB/s is input MB (10^6 bytes) per second for every variant, so MB/s ratios equal time ratios.", ds.Rows, float64(ds.Bytes)/1e6, cfg.BatchRows, cfg.FileRows))
@@ -216,10 +248,10 @@ func runImport(ctx context.Context, e *env, ds *Dataset, cfg Config, log io.Writ
 func logged(vs []variant, log io.Writer) []variant {
 	out := make([]variant, len(vs))
 	for i, v := range vs {
-		out[i] = variant{key: v.key, s: v.s, run: func(ctx context.Context, rep int) (time.Duration, error) {
+		out[i] = variant{key: v.key, s: v.s, run: func(ctx context.Context, rep int) (Took, error) {
 			d, err := v.run(ctx, rep)
 			if err == nil {
-				fmt.Fprintf(log, "  rep %d  %-40s %v\n", rep+1, v.s.Name, d.Round(time.Microsecond))
+				fmt.Fprintf(log, "  rep %d  %-40s %v (cpu %v)\n", rep+1, v.s.Name, d.Wall.Round(time.Microsecond), d.CPU.Round(time.Microsecond))
 			}
 			return d, err
 		}}

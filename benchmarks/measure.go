@@ -12,10 +12,26 @@ import (
 	"github.com/shale-db/shale/internal/objstore"
 )
 
-// Sample is the repeated measurement of one variant: one duration per repetition.
+// Took is the cost of one timed run.
+type Took struct {
+	Wall time.Duration // elapsed
+	CPU  time.Duration // process CPU time (user + system, every thread); 0 = unknown
+}
+
+// timeStep runs step and measures it.
+func timeStep(step func() error) (Took, error) {
+	c0, t0 := processCPU(), time.Now()
+	err := step()
+	return Took{Wall: time.Since(t0), CPU: processCPU() - c0}, err
+}
+
+// Sample is the repeated measurement of one variant: one wall time and one CPU time per
+// repetition. On a machine shared with other work, wall times stretch when the variant
+// waits for a core; CPU times are the steadier measure of the work itself.
 type Sample struct {
 	Name  string
-	Times []time.Duration
+	Times []time.Duration // wall
+	CPU   []time.Duration
 	// Rows and Bytes are the work done by one repetition (rows processed; in-memory Arrow
 	// bytes in or out). They are the same in every repetition.
 	Rows  int64
@@ -39,7 +55,13 @@ func (s *Sample) RowsPerSec() float64 { return perSec(float64(s.Rows), s.Median(
 // MBPerSec is Bytes (in 10^6 bytes) over the median time.
 func (s *Sample) MBPerSec() float64 { return perSec(float64(s.Bytes)/1e6, s.Median()) }
 
-func (s *Sample) add(d time.Duration) { s.Times = append(s.Times, d) }
+// MedianCPU is the median CPU time of a repetition.
+func (s *Sample) MedianCPU() time.Duration { return median(s.CPU) }
+
+func (s *Sample) add(t Took) {
+	s.Times = append(s.Times, t.Wall)
+	s.CPU = append(s.CPU, t.CPU)
+}
 
 func perSec(x float64, d time.Duration) float64 {
 	if d <= 0 {
@@ -73,27 +95,42 @@ func medianFloat(xs []float64) float64 {
 }
 
 // Ratio compares an engine variant with its baseline over paired repetitions: in
-// repetition i both ran back to back, so Paired[i] = baseline time / engine time (the
-// engine's throughput as a fraction of the baseline's; > 1 means the engine was faster).
+// repetition i both ran back to back, so Paired[i] = baseline wall time / engine wall
+// time (the engine's throughput as a fraction of the baseline's; > 1 means the engine
+// was faster). PairedCPU is the same with CPU times (the engine's CPU efficiency).
 type Ratio struct {
-	Name     string
-	Engine   string // Sample names
-	Baseline string
-	Paired   []float64
-	Target   float64 // 0 = informational
+	Name      string
+	Engine    string // Sample names
+	Baseline  string
+	Paired    []float64
+	PairedCPU []float64
+	Target    float64 // 0 = informational; the target applies to the wall-time ratio
 }
 
-// Median is the median paired ratio.
+// Median is the median paired wall-time ratio.
 func (r Ratio) Median() float64 { return medianFloat(r.Paired) }
+
+// MedianCPU is the median paired CPU-time ratio (0 when CPU time is unknown).
+func (r Ratio) MedianCPU() float64 { return medianFloat(r.PairedCPU) }
+
+// newRatio pairs engine with baseline.
+func newRatio(name string, engine, baseline *Sample, target float64) Ratio {
+	return Ratio{Name: name, Engine: engine.Name, Baseline: baseline.Name, Target: target,
+		Paired: pairedRatios(engine.Times, baseline.Times), PairedCPU: pairedRatios(engine.CPU, baseline.CPU)}
+}
 
 // Met reports whether the median ratio reaches the target (true when there is none).
 func (r Ratio) Met() bool { return r.Target == 0 || r.Median() >= r.Target }
 
-func pairedRatios(engine, baseline *Sample) []float64 {
-	n := min(len(engine.Times), len(baseline.Times))
+// pairedRatios returns baseline[i] / engine[i] (nil when any time is zero).
+func pairedRatios(engine, baseline []time.Duration) []float64 {
+	n := min(len(engine), len(baseline))
 	out := make([]float64, n)
 	for i := range n {
-		out[i] = float64(baseline.Times[i]) / float64(engine.Times[i])
+		if engine[i] <= 0 || baseline[i] <= 0 {
+			return nil
+		}
+		out[i] = float64(baseline[i]) / float64(engine[i])
 	}
 	return out
 }
@@ -102,11 +139,11 @@ func pairedRatios(engine, baseline *Sample) []float64 {
 type variant struct {
 	key string // short name for Go sub-benchmarks
 	s   *Sample
-	// run runs the variant once and returns the time of its timed part. rep is unique per
+	// run runs the variant once and returns the cost of its timed part. rep is unique per
 	// call within a variant (it names the tables and prefixes a run writes). A variant
 	// records requests and result sizes in s on its first run (len(s.Times) == 0); the
 	// caller appends the returned time to s.Times.
-	run func(ctx context.Context, rep int) (time.Duration, error)
+	run func(ctx context.Context, rep int) (Took, error)
 }
 
 // alternate runs every variant once per repetition, rotating the order each repetition so
@@ -118,11 +155,11 @@ func alternate(ctx context.Context, reps int, vs []variant) error {
 		for k := range vs {
 			v := vs[(rep+k)%len(vs)]
 			runtime.GC()
-			d, err := v.run(ctx, rep)
+			t, err := v.run(ctx, rep)
 			if err != nil {
 				return err
 			}
-			v.s.add(d)
+			v.s.add(t)
 		}
 	}
 	return nil

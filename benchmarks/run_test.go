@@ -100,8 +100,11 @@ func checkTinyReport(t *testing.T, rep Report) {
 			}
 		}
 	}
-	if n := len(rep.Import.Samples); n != 4 {
-		t.Errorf("import has %d samples, want 4", n)
+	if n := len(rep.Import.Samples); n != 5 {
+		t.Errorf("import has %d samples, want 5", n)
+	}
+	if w := rep.Import.Sample(ImportWriter); w.Requests.ByOp[objstore.OpPut] != int64((cfg.Rows+cfg.FileRows-1)/cfg.FileRows) || len(w.Etcd) != 0 {
+		t.Errorf("fragment writer made store %s, etcd %v; want one put per data file and no etcd", w.Requests, w.Etcd)
 	}
 	// The engine import and the encode+put baseline write the same number of data files.
 	eng, base := rep.Import.Sample(ImportEngine), rep.Import.Sample(ImportEncodePut)
@@ -323,11 +326,17 @@ func TestMedianAndRatio(t *testing.T) {
 	if m := median(ms(4, 1, 3, 2)); m != 2500*time.Microsecond {
 		t.Errorf("even median %v", m)
 	}
-	eng := &Sample{Times: ms(10, 20, 40)}
-	base := &Sample{Times: ms(8, 20, 10)}
-	r := Ratio{Paired: pairedRatios(eng, base), Target: 0.8}
-	if r.Median() != 0.8 || !r.Met() {
+	eng := &Sample{Name: "e", Times: ms(10, 20, 40), CPU: ms(20, 40, 80)}
+	base := &Sample{Name: "b", Times: ms(8, 20, 10), CPU: ms(10, 10, 10)}
+	r := newRatio("r", eng, base, 0.8)
+	if r.Median() != 0.8 || !r.Met() || r.Engine != "e" || r.Baseline != "b" {
 		t.Errorf("paired %v median %v met %v", r.Paired, r.Median(), r.Met())
+	}
+	if r.MedianCPU() != 0.25 {
+		t.Errorf("paired CPU %v median %v", r.PairedCPU, r.MedianCPU())
+	}
+	if p := pairedRatios(ms(1, 0), ms(1, 1)); p != nil {
+		t.Errorf("a zero time gave ratios %v", p)
 	}
 	r.Target = 0.81
 	if r.Met() {
@@ -338,9 +347,9 @@ func TestMedianAndRatio(t *testing.T) {
 func TestAlternateRotates(t *testing.T) {
 	var order []string
 	mk := func(name string) variant {
-		return variant{key: name, s: &Sample{Name: name}, run: func(context.Context, int) (time.Duration, error) {
+		return variant{key: name, s: &Sample{Name: name}, run: func(context.Context, int) (Took, error) {
 			order = append(order, name)
-			return time.Millisecond, nil
+			return Took{Wall: time.Millisecond}, nil
 		}}
 	}
 	vs := []variant{mk("a"), mk("b"), mk("c")}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -164,24 +163,26 @@ func scanVariants(ctx context.Context, e *env, ds *Dataset, cfg Config) ([]varia
 	}
 
 	// measure times one scan; wantRows < 0 accepts any row count (and records it).
-	measure := func(s *Sample, wantRows int64, scan func(ctx context.Context) (int64, int64, error)) func(context.Context, int) (time.Duration, error) {
-		return func(ctx context.Context, rep int) (time.Duration, error) {
+	measure := func(s *Sample, wantRows int64, scan func(ctx context.Context) (int64, int64, error)) func(context.Context, int) (Took, error) {
+		return func(ctx context.Context, rep int) (Took, error) {
 			before, kvBefore := e.storeRequests(), e.etcdRequests()
-			t0 := time.Now()
-			rows, n, err := scan(ctx)
-			d := time.Since(t0)
+			var rows, n int64
+			d, err := timeStep(func() (err error) {
+				rows, n, err = scan(ctx)
+				return err
+			})
 			if err != nil {
-				return 0, fmt.Errorf("benchmarks: %s: %w", s.Name, err)
+				return Took{}, fmt.Errorf("benchmarks: %s: %w", s.Name, err)
 			}
 			if wantRows >= 0 && rows != wantRows {
-				return 0, fmt.Errorf("benchmarks: %s returned %d rows, the table has %d", s.Name, rows, wantRows)
+				return Took{}, fmt.Errorf("benchmarks: %s returned %d rows, the table has %d", s.Name, rows, wantRows)
 			}
 			if len(s.Times) == 0 {
 				s.Requests = e.storeRequests().Sub(before)
 				s.Etcd = subCounts(e.etcdRequests(), kvBefore)
 				s.Rows, s.Bytes = rows, n
 			} else if rows != s.Rows {
-				return 0, fmt.Errorf("benchmarks: %s returned %d rows, %d in the first repetition", s.Name, rows, s.Rows)
+				return Took{}, fmt.Errorf("benchmarks: %s returned %d rows, %d in the first repetition", s.Name, rows, s.Rows)
 			}
 			return d, nil
 		}
@@ -233,13 +234,12 @@ func runScan(ctx context.Context, e *env, ds *Dataset, cfg Config, log io.Writer
 	}
 	raw, rawSerial := res.Sample(ScanRaw), res.Sample(ScanRawSerial)
 	res.Ratios = append(res.Ratios,
-		Ratio{Name: "full scan: engine vs GET + decode", Engine: ScanEngine, Baseline: ScanRaw, Paired: pairedRatios(res.Sample(ScanEngine), raw), Target: 0.8},
-		Ratio{Name: "full scan, one worker each: engine vs GET + decode", Engine: ScanEngineSerial, Baseline: ScanRawSerial, Paired: pairedRatios(res.Sample(ScanEngineSerial), rawSerial)},
+		newRatio("full scan: engine vs GET + decode", res.Sample(ScanEngine), raw, 0.8),
+		newRatio("full scan, one worker each: engine vs GET + decode", res.Sample(ScanEngineSerial), rawSerial, 0),
 	)
 	for _, s := range res.Samples {
 		if strings.HasPrefix(s.Name, ScanProjectedPrefix) || strings.HasPrefix(s.Name, ScanFilteredPrefix) {
-			res.Ratios = append(res.Ratios, Ratio{Name: strings.TrimPrefix(s.Name, "engine: ") + " vs full GET + decode",
-				Engine: s.Name, Baseline: ScanRaw, Paired: pairedRatios(s, raw)})
+			res.Ratios = append(res.Ratios, newRatio(strings.TrimPrefix(s.Name, "engine: ")+" vs full GET + decode", s, raw, 0))
 		}
 	}
 	var stored int64
