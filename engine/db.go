@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -147,6 +148,60 @@ func (db *DB) OpenTable(ctx context.Context, name string) (*Table, error) {
 		return nil, err
 	}
 	return &Table{db: db, name: name, m: m}, nil
+}
+
+// OpenTableAt opens a read-only handle on version v of a table (time travel) without
+// reading the published version first, so it works even when a later manifest is damaged.
+// Errors: manifest.ErrInvalidTableName, manifest.ErrVersionNotFound, corruption errors.
+func (db *DB) OpenTableAt(ctx context.Context, name string, v uint64) (*Table, error) {
+	if err := manifest.ValidateTableName(name); err != nil {
+		return nil, err
+	}
+	m, err := manifest.Load(ctx, db.store, name, v)
+	if err != nil {
+		return nil, err
+	}
+	return &Table{db: db, name: name, m: m, readOnly: true}, nil
+}
+
+// DropTable deletes a table: its catalog pointer first (so no reader is directed to objects
+// about to disappear), then its manifests (so the table stops existing for bare-path
+// readers), then every other object under its prefix. It returns the number of objects
+// deleted. It is not safe to run while other processes write the table. Errors:
+// manifest.ErrInvalidTableName, manifest.ErrTableNotFound, store and etcd errors.
+func (db *DB) DropTable(ctx context.Context, name string) (int, error) {
+	if err := manifest.ValidateTableName(name); err != nil {
+		return 0, err
+	}
+	objs, err := db.store.List(ctx, name+"/", 0)
+	if err != nil {
+		return 0, fmt.Errorf("drop table %q: %w", name, err)
+	}
+	if len(objs) == 0 {
+		return 0, fmt.Errorf("drop table: %w: %q in %s", manifest.ErrTableNotFound, name, db.store.URL())
+	}
+	if db.cat != nil {
+		if err := db.cat.Delete(ctx, name); err != nil {
+			return 0, fmt.Errorf("drop table %q: %w", name, err)
+		}
+	}
+	versions := manifest.VersionsDir(name)
+	slices.SortStableFunc(objs, func(a, b objstore.ObjectInfo) int {
+		av, bv := strings.HasPrefix(a.Key, versions), strings.HasPrefix(b.Key, versions)
+		switch {
+		case av && !bv:
+			return -1
+		case bv && !av:
+			return 1
+		}
+		return 0
+	})
+	for i, o := range objs {
+		if err := db.store.Delete(ctx, o.Key); err != nil {
+			return i, fmt.Errorf("drop table %q: %w", name, err)
+		}
+	}
+	return len(objs), nil
 }
 
 // latest loads the published version of a table, or HEAD if it has none.

@@ -251,3 +251,54 @@ func TestBadInputCommitsNothing(t *testing.T) {
 		t.Fatalf("bad input committed: HEAD %d -> %d", before, after)
 	}
 }
+
+func TestOpenTableAtDropTableAndWidening(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, "")
+	large := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "name", Type: arrow.BinaryTypes.LargeString, Nullable: true},
+	}, nil)
+	tbl, err := db.CreateTable(ctx, "wide", large)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Records with utf8 strings append to a large_utf8 column.
+	appendRange(t, tbl, 0, 10)
+	sc, err := tbl.Scan(ctx, ScanOptions{Columns: []string{"name"}, Filter: "id = 3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sc.Next() || sc.RecordBatch().Column(0).(*array.LargeString).Value(0) != "n3" {
+		t.Fatalf("widened append: %v", sc.Err())
+	}
+	sc.Release()
+	appendRange(t, tbl, 10, 20)
+
+	v2, err := db.OpenTableAt(ctx, "wide", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := v2.Count(ctx, ""); n != 10 || v2.Version() != 2 {
+		t.Fatalf("OpenTableAt: v%d with %d rows", v2.Version(), n)
+	}
+	if _, err := v2.AppendRecord(ctx, kvBatch(0, 1)); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("append through OpenTableAt handle: %v", err)
+	}
+
+	n, err := db.DropTable(ctx, "wide")
+	if err != nil || n == 0 {
+		t.Fatalf("drop: %d %v", n, err)
+	}
+	if _, err := db.OpenTable(ctx, "wide"); !errors.Is(err, manifest.ErrTableNotFound) {
+		t.Fatalf("open after drop: %v", err)
+	}
+	if _, err := db.DropTable(ctx, "wide"); !errors.Is(err, manifest.ErrTableNotFound) {
+		t.Fatalf("second drop: %v", err)
+	}
+	// The name can be reused and starts again at version 1.
+	again, err := db.CreateTable(ctx, "wide", kvSchema)
+	if err != nil || again.Version() != 1 {
+		t.Fatalf("recreate: %v", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
@@ -61,7 +62,7 @@ func (t *Table) plan(opts ScanOptions) (*scanPlan, error) {
 	if opts.Filter != "" {
 		e, err := filter.Parse(opts.Filter, schema)
 		if err != nil {
-			return nil, fmt.Errorf("table %q: filter %q: %w", t.name, opts.Filter, err)
+			return nil, fmt.Errorf("table %q: WHERE %q: %w", t.name, opts.Filter, err)
 		}
 		p.expr = e
 	}
@@ -175,6 +176,10 @@ type scanState struct {
 	t     *Table
 	mu    sync.Mutex
 	frags map[uint32]*fragmentState
+}
+
+func (t *Table) newScanState() *scanState {
+	return &scanState{t: t, frags: map[uint32]*fragmentState{}}
 }
 
 func (s *scanState) fragment(ctx context.Context, f *manifest.Fragment) (*fragmentState, error) {
@@ -332,7 +337,7 @@ func (t *Table) Scan(ctx context.Context, opts ScanOptions) (*Scanner, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	s := &Scanner{plan: p, state: &scanState{t: t, frags: map[uint32]*fragmentState{}}, ctx: ctx, cancel: cancel, left: -1, refs: 1}
+	s := &Scanner{plan: p, state: t.newScanState(), ctx: ctx, cancel: cancel, left: -1, refs: 1}
 	if opts.Limit > 0 {
 		s.left = opts.Limit
 	}
@@ -479,23 +484,69 @@ func (t *Table) Count(ctx context.Context, where string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	st := &scanState{t: t, frags: map[uint32]*fragmentState{}}
+	st := p.t.newScanState()
 	defer st.close()
-	var n int64
-	for _, task := range p.tasks {
-		rec, mask, err := p.readBatch(ctx, st, task)
-		if err != nil {
-			return 0, err
-		}
+	var n atomic.Int64
+	err = p.forEach(ctx, st, func(task batchTask, rec arrow.RecordBatch, mask *array.Boolean) error {
 		if mask == nil {
-			n += rec.NumRows()
+			n.Add(rec.NumRows())
 		} else {
-			n += countTrue(mask)
-			mask.Release()
+			n.Add(countTrue(mask))
 		}
-		rec.Release()
+		return nil
+	})
+	return n.Load(), err
+}
+
+// forEach reads every planned batch, ScanParallelism at a time and in no particular order,
+// and calls f with the batch (readCols order) and its selection mask (nil = all rows).
+// f may be called from several goroutines at once. The first error stops the rest.
+func (p *scanPlan) forEach(ctx context.Context, st *scanState, f func(task batchTask, rec arrow.RecordBatch, mask *array.Boolean) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+	)
+	fail := func(err error) {
+		errOnce.Do(func() { firstErr = err; cancel() })
 	}
-	return n, nil
+	tasks := make(chan batchTask)
+	for range p.t.db.opts.ScanParallelism {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for task := range tasks {
+				rec, mask, err := p.readBatch(ctx, st, task)
+				if err != nil {
+					fail(err)
+					continue
+				}
+				if err := f(task, rec, mask); err != nil {
+					fail(err)
+				}
+				if mask != nil {
+					mask.Release()
+				}
+				rec.Release()
+			}
+		}()
+	}
+feed:
+	for _, task := range p.tasks {
+		select {
+		case tasks <- task:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(tasks)
+	wg.Wait()
+	if firstErr == nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return firstErr
 }
 
 func indexOf(ids []int32, id int32) int {

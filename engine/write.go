@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
 
 	"github.com/shale-db/shale/internal/fragment"
 	"github.com/shale-db/shale/manifest"
@@ -28,11 +30,53 @@ func checkSchema(table string, want, got *arrow.Schema) error {
 		if w.Name != g.Name {
 			return fmt.Errorf("table %q: %w: column %d is %q, the table has %q", table, ErrSchemaMismatch, i, g.Name, w.Name)
 		}
-		if !arrow.TypeEqual(w.Type, g.Type) {
+		if !arrow.TypeEqual(w.Type, g.Type) && !widenable(g.Type, w.Type) {
 			return fmt.Errorf("table %q: %w: column %q is %s, the table has %s", table, ErrSchemaMismatch, g.Name, g.Type, w.Type)
 		}
 	}
 	return nil
+}
+
+// widenable reports whether values of type from convert to type to without loss: the
+// string types (utf8, large_utf8, utf8_view) among themselves, likewise the binary types.
+func widenable(from, to arrow.DataType) bool {
+	family := func(t arrow.DataType) int {
+		switch t.ID() {
+		case arrow.STRING, arrow.LARGE_STRING, arrow.STRING_VIEW:
+			return 1
+		case arrow.BINARY, arrow.LARGE_BINARY, arrow.BINARY_VIEW:
+			return 2
+		}
+		return 0
+	}
+	return family(from) != 0 && family(from) == family(to)
+}
+
+// conform casts the columns of rec whose types differ from schema (only widenable ones
+// reach here) and labels the result with schema.
+func conform(ctx context.Context, schema *arrow.Schema, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+	cols := make([]arrow.Array, rec.NumCols())
+	for i, col := range rec.Columns() {
+		want := schema.Field(i).Type
+		if arrow.TypeEqual(col.DataType(), want) {
+			col.Retain()
+			cols[i] = col
+			continue
+		}
+		cast, err := compute.CastArray(ctx, col, compute.SafeCastOptions(want))
+		if err != nil {
+			for _, c := range cols[:i] {
+				c.Release()
+			}
+			return nil, fmt.Errorf("%w: column %q: cast %s to %s: %v", ErrSchemaMismatch, schema.Field(i).Name, col.DataType(), want, err)
+		}
+		cols[i] = cast
+	}
+	out := array.NewRecordBatch(schema, cols, rec.NumRows())
+	for _, c := range cols {
+		c.Release()
+	}
+	return out, nil
 }
 
 // checkNulls refuses nulls in non-nullable columns.
@@ -68,8 +112,12 @@ func (t *Table) writeFragments(ctx context.Context, rdr array.RecordReader, sche
 		}
 		// Re-label the columns with the table schema (field metadata, nullability).
 		rows += rec.NumRows()
-		rec = array.NewRecordBatch(schema, rec.Columns(), rec.NumRows())
-		err := w.Write(rec)
+		rec, err := conform(ctx, schema, rec)
+		if err != nil {
+			w.Close()
+			return nil, 0, fmt.Errorf("table %q: %w", t.name, err)
+		}
+		err = w.Write(rec)
 		rec.Release()
 		if err != nil {
 			w.Close()
@@ -193,31 +241,37 @@ func (t *Table) planDelete(ctx context.Context, where string) (manifest.Operatio
 	if err != nil {
 		return manifest.Operation{}, 0, err
 	}
-	st := &scanState{t: t, frags: map[uint32]*fragmentState{}}
+	st := t.newScanState()
 	defer st.close()
+	var mu sync.Mutex
 	hits := map[uint32]*roaring.Bitmap{}
-	var order []uint32
-	for _, task := range p.tasks {
-		rec, mask, err := p.readBatch(ctx, st, task)
-		if err != nil {
-			return manifest.Operation{}, 0, err
-		}
-		if mask == nil { // filter is constant true and no deletions
-			mask = allTrue(t, rec.NumRows())
-		}
-		for i := 0; i < mask.Len(); i++ {
-			if mask.IsValid(i) && mask.Value(i) {
-				bm := hits[task.frag.ID]
-				if bm == nil {
-					bm = roaring.New()
-					hits[task.frag.ID] = bm
-					order = append(order, task.frag.ID)
-				}
+	err = p.forEach(ctx, st, func(task batchTask, rec arrow.RecordBatch, mask *array.Boolean) error {
+		bm := roaring.New()
+		for i := 0; i < int(rec.NumRows()); i++ {
+			if mask == nil || (mask.IsValid(i) && mask.Value(i)) {
 				bm.Add(uint32(task.rowStart + int64(i)))
 			}
 		}
-		mask.Release()
-		rec.Release()
+		if bm.IsEmpty() {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if prev := hits[task.frag.ID]; prev != nil {
+			prev.Or(bm)
+		} else {
+			hits[task.frag.ID] = bm
+		}
+		return nil
+	})
+	if err != nil {
+		return manifest.Operation{}, 0, err
+	}
+	var order []uint32
+	for _, f := range t.m.Fragments {
+		if hits[f.ID] != nil {
+			order = append(order, f.ID)
+		}
 	}
 	op := manifest.Operation{Kind: manifest.OpDelete, Predicate: where}
 	var deleted int64
@@ -250,15 +304,6 @@ func (t *Table) planDelete(ctx context.Context, where string) (manifest.Operatio
 			New: manifest.DeletionFile{Key: key, Size: size, Deleted: int64(bm.GetCardinality())}})
 	}
 	return op, deleted, nil
-}
-
-func allTrue(t *Table, n int64) *array.Boolean {
-	b := array.NewBooleanBuilder(t.db.opts.Allocator)
-	defer b.Release()
-	for i := int64(0); i < n; i++ {
-		b.Append(true)
-	}
-	return b.NewBooleanArray()
 }
 
 func randHex(n int) string {

@@ -133,7 +133,7 @@ func (a *app) demo(ctx context.Context, path, table string, fresh bool) error {
 		return err
 	}
 	if fresh && exists {
-		n, err := dropTable(ctx, db, table)
+		n, err := db.DropTable(ctx, table)
 		if err != nil {
 			return err
 		}
@@ -353,30 +353,6 @@ func stringColumn(arr arrow.Array) (func(int) string, error) {
 		return a.Value, nil
 	}
 	return nil, fmt.Errorf("column of type %s is not a string column", arr.DataType())
-}
-
-// dropTable deletes a table: its catalog pointer first (so no reader is directed to
-// removed objects), then every object under its prefix. It returns the objects deleted.
-// The engine has no DropTable yet; this is the demo's --fresh.
-func dropTable(ctx context.Context, db *engine.DB, table string) (int, error) {
-	if err := manifest.ValidateTableName(table); err != nil {
-		return 0, err
-	}
-	if c := db.Catalog(); c != nil {
-		if err := c.Delete(ctx, table); err != nil {
-			return 0, fmt.Errorf("drop table %q: %w", table, err)
-		}
-	}
-	objs, err := db.Store().List(ctx, table+"/", 0)
-	if err != nil {
-		return 0, fmt.Errorf("drop table %q: %w", table, err)
-	}
-	for _, o := range objs {
-		if err := db.Store().Delete(ctx, o.Key); err != nil {
-			return 0, fmt.Errorf("drop table %q: %w", table, err)
-		}
-	}
-	return len(objs), nil
 }
 
 func schemaText(s *arrow.Schema) string {

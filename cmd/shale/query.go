@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shale-db/shale/engine"
+	"github.com/shale-db/shale/manifest"
 )
 
 func (a *app) queryCommand() *cobra.Command {
@@ -71,15 +72,20 @@ object per row; the default with --json), arrow (an Arrow IPC stream, for pipes)
 }
 
 // tableAt opens a table at its published version, or at version v when v is not nil.
+// A given version is opened directly, so an older version stays readable even when a later
+// manifest is damaged.
 func (a *app) tableAt(ctx context.Context, name string, v *uint64) (*engine.Table, error) {
-	t, err := a.openTable(ctx, name)
+	if v == nil {
+		return a.openTable(ctx, name)
+	}
+	if err := manifest.ValidateTableName(name); err != nil {
+		return nil, err
+	}
+	db, err := a.open(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if v == nil || *v == t.Version() {
-		return t, nil
-	}
-	return t.Checkout(ctx, *v)
+	return db.OpenTableAt(ctx, name, *v)
 }
 
 func (a *app) query(ctx context.Context, name string, v *uint64, opts engine.ScanOptions, format string) error {
