@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -252,6 +253,10 @@ func newEtcdClient(endpoints []string, dialTimeout time.Duration) (*clientv3.Cli
 func dial(ctx context.Context, endpoints []string, timeout time.Duration, wantStateDir string) (*clientv3.Client, error) {
 	if wantStateDir != "" && !portOpen(endpoints[0], timeout) {
 		return nil, fmt.Errorf("%w: %s: connection refused", ErrConnect, endpoints[0])
+	}
+	if wantStateDir == "" && !slices.ContainsFunc(endpoints, func(ep string) bool { return portOpen(ep, timeout) }) {
+		// Fail fast with a clear message instead of waiting out the dial timeout.
+		return nil, fmt.Errorf("%w: %v: no endpoint accepts connections", ErrConnect, endpoints)
 	}
 	cli, err := newEtcdClient(endpoints, timeout)
 	if err != nil {
