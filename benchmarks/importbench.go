@@ -239,8 +239,8 @@ func runImport(ctx context.Context, e *env, ds *Dataset, cfg Config, log io.Writ
 		newRatio("import: encode+put vs encode only (Put share)", encPut, enc, 0),
 		newRatio("import: engine vs put only", eng, put, 0),
 	}
-	res.Notes = append(res.Notes, fmt.Sprintf("Input: %d rows, %.1f MB of Arrow buffers in memory, in batches of %d rows; data files of up to %d rows, ZSTD. "+
-		"MB/s is input MB (10^6 bytes) per second for every variant, so MB/s ratios equal time ratios.", ds.Rows, float64(ds.Bytes)/1e6, cfg.BatchRows, cfg.FileRows))
+	res.Notes = append(res.Notes, fmt.Sprintf("Input: %s rows, %.1f MB of Arrow buffers in memory, in batches of %s rows; data files of up to %s rows, ZSTD. "+
+		"MB/s is input MB (10^6 bytes) per second for every variant, so MB/s ratios equal time ratios.", group(ds.Rows), float64(ds.Bytes)/1e6, group(int64(cfg.BatchRows)), group(int64(cfg.FileRows))))
 	return res, nil
 }
 

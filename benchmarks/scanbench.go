@@ -246,7 +246,7 @@ func runScan(ctx context.Context, e *env, ds *Dataset, cfg Config, log io.Writer
 	for _, f := range files {
 		stored += f.Size
 	}
-	res.Notes = append(res.Notes, fmt.Sprintf("The table holds %d rows in %d data files (%.1f MB stored, ZSTD); every variant reads those same files. "+
-		"MB/s is decoded in-memory Arrow MB (10^6 bytes) returned per second.", ds.Rows, len(files), float64(stored)/1e6))
+	res.Notes = append(res.Notes, fmt.Sprintf("The table holds %s rows in %d data files (%.1f MB stored, ZSTD); every variant reads those same files. "+
+		"MB/s is decoded in-memory Arrow MB (10^6 bytes) returned per second.", group(ds.Rows), len(files), float64(stored)/1e6))
 	return res, nil
 }
