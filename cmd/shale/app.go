@@ -100,6 +100,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.inspectCommand(),
 		a.statusCommand(),
 		a.demoCommand(),
+		a.benchCommand(),
 	)
 	// Usage errors from cobra's own checks (arguments, required flags) get exit status 2.
 	for _, c := range root.Commands() {
