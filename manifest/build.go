@@ -24,8 +24,8 @@ func Build(table string, parent *Manifest, txn Transaction) (*Manifest, error) {
 		m.checksum = 0
 	}
 	m.Version++
-	m.Txn = txn
 	m.TxnKey = TxnKey(table, m.Version, txn.ID)
+	firstNew := m.NextFragmentID
 
 	op := &txn.Op
 	switch op.Kind {
@@ -75,6 +75,14 @@ func Build(table string, parent *Manifest, txn Transaction) (*Manifest, error) {
 		}
 	default:
 		return nil, fmt.Errorf("unknown operation %q", op.Kind)
+	}
+	// Embed the transaction without the payload the manifest already holds.
+	m.Txn = txn
+	m.Txn.Op.Schema = nil
+	m.Txn.Op.NewFragments = nil
+	m.Txn.Op.NewFragmentIDs = nil
+	for id := firstNew; id < m.NextFragmentID; id++ {
+		m.Txn.Op.NewFragmentIDs = append(m.Txn.Op.NewFragmentIDs, id)
 	}
 	return m, nil
 }

@@ -35,17 +35,17 @@ func (m *Manifest) Checksum() uint32 { return m.checksum }
 // columns, plus an optional deletion vector. Row offsets run 0..PhysicalRows-1; a row's
 // address is ID<<32 | offset.
 type Fragment struct {
-	ID           uint32
-	Files        []fragment.DataFile
-	PhysicalRows int64
-	Deletion     *DeletionFile `cbor:",omitempty"`
+	ID           uint32              `cbor:"1,keyasint,omitempty"`
+	Files        []fragment.DataFile `cbor:"2,keyasint,omitempty"`
+	PhysicalRows int64               `cbor:"3,keyasint,omitempty"`
+	Deletion     *DeletionFile       `cbor:"4,keyasint,omitempty"`
 }
 
 // DeletionFile names a fragment's deletion vector: a roaring bitmap of deleted row offsets.
 type DeletionFile struct {
-	Key     string
-	Size    int64 // bytes
-	Deleted int64 // number of deleted rows (the bitmap's cardinality)
+	Key     string `cbor:"1,keyasint,omitempty"`
+	Size    int64  `cbor:"2,keyasint,omitempty"` // bytes
+	Deleted int64  `cbor:"3,keyasint,omitempty"` // number of deleted rows (the bitmap's cardinality)
 }
 
 // LiveRows is the number of rows not deleted.

@@ -201,6 +201,10 @@ func TestCommitSequentialAndLoad(t *testing.T) {
 	if err != nil || len(old.Fragments) != 2 {
 		t.Fatalf("v3: %v %v", old, err)
 	}
+	// The manifest embeds its transaction without the fragments it already lists.
+	if old.Txn.Op.NewFragments != nil || fmt.Sprint(old.Txn.Op.NewFragmentIDs) != "[1]" {
+		t.Fatalf("embedded transaction: %+v", old.Txn.Op)
+	}
 	for i, f := range m.Fragments {
 		if f.ID != uint32(i) {
 			t.Fatalf("fragment ids not sequential: %v", m.Fragments)

@@ -44,6 +44,10 @@ type Operation struct {
 	Deletions    []DeletionUpdate  `cbor:",omitempty"`
 	Removed      []uint32          `cbor:",omitempty"`
 	Predicate    string            `cbor:",omitempty"`
+	// NewFragmentIDs are the ids Build gave NewFragments. A manifest embeds its
+	// transaction without NewFragments and Schema (the manifest itself holds them; the
+	// _txn record keeps the whole transaction), so conflict checks see these ids instead.
+	NewFragmentIDs []uint32 `cbor:",omitempty"`
 }
 
 // DeletionUpdate gives fragment FragmentID a new deletion vector. Previous is the key of

@@ -59,30 +59,30 @@ const (
 // DataFile describes one stored data file. A manifest keeps it per fragment; Size lets a
 // reader open the file without a HEAD request.
 type DataFile struct {
-	Key         string        // object key relative to the store root, e.g. "<table>/data/<ulid>.arrow"
-	Size        int64         // bytes
-	Rows        int64         // rows in the file (sum of Batches[i].Rows)
-	FieldIDs    []int32       // top-level field ids of the file's columns, in file schema order
-	Compression Compression   // codec of the record batch buffers
-	Stats       []ColumnStats // whole-file statistics, one per column in file schema order
-	Batches     []BatchInfo   // one per IPC record batch, in file order
+	Key         string        `cbor:"1,keyasint,omitempty"` // object key relative to the store root, e.g. "<table>/data/<ulid>.arrow"
+	Size        int64         `cbor:"2,keyasint,omitempty"` // bytes
+	Rows        int64         `cbor:"3,keyasint,omitempty"` // rows in the file (sum of Batches[i].Rows)
+	FieldIDs    []int32       `cbor:"4,keyasint,omitempty"` // top-level field ids of the file's columns, in file schema order
+	Compression Compression   `cbor:"5,keyasint,omitempty"` // codec of the record batch buffers
+	Stats       []ColumnStats `cbor:"6,keyasint,omitempty"` // whole-file statistics, one per column in file schema order
+	Batches     []BatchInfo   `cbor:"7,keyasint,omitempty"` // one per IPC record batch, in file order
 	// FooterCRC32C is the CRC32C (Castagnoli) of the footer and trailer: the last
 	// 10+footer-length bytes. Checked by OpenFile when Batches is set.
-	FooterCRC32C uint32
+	FooterCRC32C uint32 `cbor:"8,keyasint,omitempty"`
 }
 
 // BatchInfo describes one IPC record batch of a data file.
 type BatchInfo struct {
-	Rows  int64
-	Stats []ColumnStats // one per column, in file schema order
+	Rows  int64         `cbor:"1,keyasint,omitempty"`
+	Stats []ColumnStats `cbor:"2,keyasint,omitempty"` // one per column, in file schema order
 	// CRC32C is the CRC32C (Castagnoli) of the batch's IPC block (metadata and body).
 	// ReadBatch checks it whenever it reads the whole block.
-	CRC32C uint32
+	CRC32C uint32 `cbor:"3,keyasint,omitempty"`
 	// MetaCRC32C covers the block's metadata alone and ColumnCRC32C each top-level
 	// column's byte span of the body (file schema order), so projected reads are checked
 	// too. ColumnCRC32C is nil for schemas the projection path does not map (dictionaries).
-	MetaCRC32C   uint32
-	ColumnCRC32C []uint32
+	MetaCRC32C   uint32   `cbor:"4,keyasint,omitempty"`
+	ColumnCRC32C []uint32 `cbor:"5,keyasint,omitempty"`
 }
 
 // ErrCorrupt is wrapped by every error that reports stored bytes which cannot be decoded:

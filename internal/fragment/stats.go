@@ -34,12 +34,12 @@ const MaxStatBytes = 64
 
 // Value is a scalar statistic. Kind says which field is set.
 type Value struct {
-	Kind  ValueKind
-	Int   int64
-	Uint  uint64
-	Float float64
-	Str   string
-	Bool  bool
+	Kind  ValueKind `cbor:"1,keyasint,omitempty"`
+	Int   int64     `cbor:"2,keyasint,omitempty"`
+	Uint  uint64    `cbor:"3,keyasint,omitempty"`
+	Float float64   `cbor:"4,keyasint,omitempty"`
+	Str   string    `cbor:"5,keyasint,omitempty"`
+	Bool  bool      `cbor:"6,keyasint,omitempty"`
 }
 
 // Compare orders two values of the same kind: -1, 0 or +1. Strings and binaries compare
@@ -77,13 +77,14 @@ func (v Value) Compare(o Value) int {
 // binaries whose maximum is longer than MaxStatBytes. MinTruncated says Min is a prefix of
 // the true minimum (so still ≤ every value).
 type ColumnStats struct {
-	FieldID      int32
-	NullCount    int64
-	HasMinMax    bool
-	Min, Max     Value
-	HasMin       bool
-	HasMax       bool
-	MinTruncated bool
+	FieldID      int32 `cbor:"1,keyasint,omitempty"`
+	NullCount    int64 `cbor:"2,keyasint,omitempty"`
+	HasMinMax    bool  `cbor:"3,keyasint,omitempty"`
+	Min          Value `cbor:"4,keyasint,omitempty"`
+	Max          Value `cbor:"5,keyasint,omitempty"`
+	HasMin       bool  `cbor:"6,keyasint,omitempty"`
+	HasMax       bool  `cbor:"7,keyasint,omitempty"`
+	MinTruncated bool  `cbor:"8,keyasint,omitempty"`
 }
 
 // columnStats computes the exact statistics of one column of a batch: string and binary
