@@ -112,7 +112,7 @@ func (t *Table) plan(opts ScanOptions) (*scanPlan, error) {
 		var start int64
 		for bi, b := range df.Batches {
 			p.pruned.Batches++
-			if p.expr != nil && !p.expr.MayMatch(b.Rows, statsLookup(m, df.FieldIDs, b.Stats)) {
+			if p.expr != nil && !p.expr.MayMatch(b.Rows, statsLookup(m, df.FieldIDs, df.BatchStats(bi))) {
 				p.pruned.BatchesPruned++
 			} else {
 				p.tasks = append(p.tasks, batchTask{frag: f, fileIdx: 0, batch: bi, rowStart: start, rows: b.Rows})

@@ -71,6 +71,15 @@ type DataFile struct {
 	FooterCRC32C uint32 `cbor:"8,keyasint,omitempty"`
 }
 
+// BatchStats returns the statistics of batch i: its own, or the file's when the file has
+// a single batch (the writer does not store them twice).
+func (df *DataFile) BatchStats(i int) []ColumnStats {
+	if len(df.Batches) == 1 && df.Batches[0].Stats == nil {
+		return df.Stats
+	}
+	return df.Batches[i].Stats
+}
+
 // BatchInfo describes one IPC record batch of a data file.
 type BatchInfo struct {
 	Rows  int64         `cbor:"1,keyasint,omitempty"`

@@ -125,7 +125,7 @@ func checkStats(t *testing.T, s objstore.Store, files []DataFile) {
 			recs = append(recs, rec)
 			for c := 0; c < int(rec.NumCols()); c++ {
 				want := bruteStats(df.FieldIDs[c], rec.Column(c))
-				if got := df.Batches[i].Stats[c]; got != want {
+				if got := df.BatchStats(i)[c]; got != want {
 					t.Fatalf("%s batch %d column %s stats:\ngot  %+v\nwant %+v", df.Key, i, rec.Schema().Field(c).Name, got, want)
 				}
 			}

@@ -305,6 +305,10 @@ func (w *Writer) finishFile() error {
 		FooterCRC32C: footerCRC,
 	}
 	df.Stats = finalizeAll(fb.stats)
+	if len(df.Batches) == 1 {
+		// One batch: its statistics are the file's (BatchStats returns them).
+		df.Batches[0].Stats = nil
+	}
 	w.written = append(w.written, df)
 	return nil
 }
