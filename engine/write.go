@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -291,7 +289,7 @@ func (t *Table) planDelete(ctx context.Context, where string) (manifest.Operatio
 			op.Removed = append(op.Removed, id)
 			continue
 		}
-		key := fmt.Sprintf("%s/%d-%d-%s.dv", manifest.DeletionsDir(t.name), id, next, randHex(8))
+		key := manifest.NewDeletionKey(t.name, id, next)
 		size, err := fragment.WriteDeletionVector(ctx, t.db.store, key, bm)
 		if err != nil {
 			return manifest.Operation{}, 0, t.dataError(key, err)
@@ -304,10 +302,4 @@ func (t *Table) planDelete(ctx context.Context, where string) (manifest.Operatio
 			New: manifest.DeletionFile{Key: key, Size: size, Deleted: int64(bm.GetCardinality())}})
 	}
 	return op, deleted, nil
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
 }

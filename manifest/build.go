@@ -8,7 +8,8 @@ import (
 // Build returns the manifest of the version txn creates on top of parent (nil for Create).
 // It is pure: fragment ids for new fragments are assigned here, from parent's
 // NextFragmentID, so concurrent writers never collide on them. An error means txn cannot
-// apply to parent (the caller reports it as a conflict).
+// apply to parent (the commit loop reports it as a retryable conflict with the version
+// that made it so).
 func Build(table string, parent *Manifest, txn Transaction) (*Manifest, error) {
 	var m *Manifest
 	if parent == nil {
@@ -28,63 +29,180 @@ func Build(table string, parent *Manifest, txn Transaction) (*Manifest, error) {
 	firstNew := m.NextFragmentID
 
 	op := &txn.Op
+	var err error
 	switch op.Kind {
 	case OpCreate, OpOverwrite:
 		if op.Schema == nil {
 			return nil, fmt.Errorf("%s without a schema", op.Kind)
 		}
-		m.Schema = *op.Schema
-		for _, id := range op.Schema.FieldIDs {
-			m.NextFieldID = max(m.NextFieldID, id+1)
-		}
+		m.setSchema(*op.Schema)
 		m.Fragments = nil
+		m.Indexes = nil
 		m.appendFragments(op.NewFragments)
 		for k, v := range op.Config {
 			m.Config[k] = v
 		}
 	case OpAppend:
-		for _, f := range op.NewFragments {
-			for _, df := range f.Files {
-				for _, id := range df.FieldIDs {
-					if !slices.Contains(m.Schema.FieldIDs, id) {
-						return nil, fmt.Errorf("data file %s has field id %d, not in the schema of version %d", df.Key, id, parent.Version)
-					}
-				}
-			}
+		if err = m.checkFieldIDs(op.NewFragments); err == nil {
+			m.appendFragments(op.NewFragments)
 		}
-		m.appendFragments(op.NewFragments)
 	case OpDelete:
-		for _, d := range op.Deletions {
-			f, ok := m.Fragment(d.FragmentID)
-			if !ok {
-				return nil, fmt.Errorf("fragment %d no longer exists", d.FragmentID)
+		err = m.applyDeletions(op)
+	case OpUpdate:
+		if err = m.checkFieldIDs(op.NewFragments); err == nil {
+			if err = m.applyDeletions(op); err == nil {
+				m.appendFragments(op.NewFragments)
 			}
-			if prev := deletionKey(f); prev != d.Previous {
-				return nil, fmt.Errorf("fragment %d's deletion vector is %q, expected %q", d.FragmentID, prev, d.Previous)
-			}
-			dv := d.New
-			f.Deletion = &dv
 		}
-		if len(op.Removed) > 0 {
-			for _, id := range op.Removed {
-				if _, ok := m.Fragment(id); !ok {
-					return nil, fmt.Errorf("fragment %d no longer exists", id)
+	case OpSchemaChange:
+		if op.Schema == nil {
+			return nil, fmt.Errorf("%s without a schema", op.Kind)
+		}
+		m.setSchema(*op.Schema)
+		// Indexes on fields that left the schema go with them.
+		m.Indexes = slices.DeleteFunc(m.Indexes, func(ix Index) bool {
+			for _, id := range ix.FieldIDs {
+				if !slices.Contains(m.Schema.FieldIDs, id) {
+					return true
 				}
 			}
-			m.Fragments = slices.DeleteFunc(m.Fragments, func(f Fragment) bool { return slices.Contains(op.Removed, f.ID) })
+			return false
+		})
+	case OpUpdateConfig:
+		for k, v := range op.Config {
+			m.Config[k] = v
+		}
+		for _, k := range op.ConfigDeletes {
+			delete(m.Config, k)
+		}
+	case OpRewrite:
+		err = m.applyRewrite(op.Groups)
+	case OpCreateIndex:
+		for _, name := range op.RemovedIndexes {
+			m.Indexes = slices.DeleteFunc(m.Indexes, func(ix Index) bool { return ix.Name == name })
+		}
+		for _, ix := range op.NewIndexes {
+			for _, id := range ix.FieldIDs {
+				if !slices.Contains(m.Schema.FieldIDs, id) {
+					return nil, fmt.Errorf("index %q: field id %d is not in the schema", ix.Name, id)
+				}
+			}
+			m.Indexes = slices.DeleteFunc(m.Indexes, func(old Index) bool { return old.Name == ix.Name })
+			m.Indexes = append(m.Indexes, ix)
+		}
+	case OpMergeWAL:
+		w := op.WAL
+		if w == nil || w.To <= w.From {
+			return nil, fmt.Errorf("merge_wal without a generation range")
+		}
+		if got := m.WALMerged[w.Shard]; got != w.From {
+			return nil, fmt.Errorf("shard %q: merged watermark is %d, the merge planned from %d", w.Shard, got, w.From)
+		}
+		if err = m.checkFieldIDs(op.NewFragments); err == nil {
+			m.appendFragments(op.NewFragments)
+			if m.WALMerged == nil {
+				m.WALMerged = map[string]uint64{}
+			}
+			m.WALMerged[w.Shard] = w.To
 		}
 	default:
 		return nil, fmt.Errorf("unknown operation %q", op.Kind)
+	}
+	if err != nil {
+		return nil, err
 	}
 	// Embed the transaction without the payload the manifest already holds.
 	m.Txn = txn
 	m.Txn.Op.Schema = nil
 	m.Txn.Op.NewFragments = nil
+	if len(op.Groups) > 0 {
+		m.Txn.Op.Groups = make([]RewriteGroup, len(op.Groups))
+		for i, g := range op.Groups {
+			m.Txn.Op.Groups[i] = RewriteGroup{Old: g.Old}
+		}
+	}
 	m.Txn.Op.NewFragmentIDs = nil
 	for id := firstNew; id < m.NextFragmentID; id++ {
 		m.Txn.Op.NewFragmentIDs = append(m.Txn.Op.NewFragmentIDs, id)
 	}
 	return m, nil
+}
+
+func (m *Manifest) setSchema(s Schema) {
+	m.Schema = s
+	for _, id := range s.FieldIDs {
+		m.NextFieldID = max(m.NextFieldID, id+1)
+	}
+}
+
+// checkFieldIDs refuses data files with field ids this table never assigned. Ids of fields
+// dropped since the files were written are fine: scans ignore them.
+func (m *Manifest) checkFieldIDs(fs []Fragment) error {
+	for _, f := range fs {
+		for _, df := range f.Files {
+			for _, id := range df.FieldIDs {
+				if id < 0 || id >= m.NextFieldID {
+					return fmt.Errorf("data file %s has field id %d, never assigned in table %q (next id %d)", df.Key, id, m.Table, m.NextFieldID)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (m *Manifest) applyDeletions(op *Operation) error {
+	for _, d := range op.Deletions {
+		f, ok := m.Fragment(d.FragmentID)
+		if !ok {
+			return fmt.Errorf("fragment %d no longer exists", d.FragmentID)
+		}
+		if prev := deletionKey(f); prev != d.Previous {
+			return fmt.Errorf("fragment %d's deletion vector is %q, expected %q", d.FragmentID, prev, d.Previous)
+		}
+		dv := d.New
+		f.Deletion = &dv
+	}
+	for _, id := range op.Removed {
+		if _, ok := m.Fragment(id); !ok {
+			return fmt.Errorf("fragment %d no longer exists", id)
+		}
+	}
+	m.Fragments = slices.DeleteFunc(m.Fragments, func(f Fragment) bool { return slices.Contains(op.Removed, f.ID) })
+	return nil
+}
+
+// applyRewrite replaces each group's old fragments by its new ones, at the position of the
+// group's first old fragment. Indexes keep their coverage lists: the new fragments are not
+// covered (queries scan them) until an index build covers them.
+func (m *Manifest) applyRewrite(groups []RewriteGroup) error {
+	for _, g := range groups {
+		if len(g.Old) == 0 {
+			return fmt.Errorf("rewrite group without old fragments")
+		}
+		pos := -1
+		for _, id := range g.Old {
+			i := slices.IndexFunc(m.Fragments, func(f Fragment) bool { return f.ID == id })
+			if i < 0 {
+				return fmt.Errorf("fragment %d no longer exists", id)
+			}
+			if pos < 0 || i < pos {
+				pos = i
+			}
+		}
+		if err := m.checkFieldIDs(g.New); err != nil {
+			return err
+		}
+		fresh := make([]Fragment, len(g.New))
+		for i, f := range g.New {
+			f.ID = m.NextFragmentID
+			m.NextFragmentID++
+			fresh[i] = f
+		}
+		rest := slices.DeleteFunc(slices.Clone(m.Fragments), func(f Fragment) bool { return slices.Contains(g.Old, f.ID) })
+		// pos counts fragments before the first old one, none of which were removed.
+		m.Fragments = slices.Concat(rest[:pos], fresh, rest[pos:])
+	}
+	return nil
 }
 
 func deletionKey(f *Fragment) string {

@@ -47,6 +47,9 @@ type CommitStats struct {
 	Attempts int      // put-if-absent attempts
 	Rebased  []uint64 // versions committed by others that ours was rebuilt on top of
 	Checksum uint32   // CRC32C of the committed manifest object (for the published pointer)
+	// DeletionsMerged counts fragments whose deletion vector was merged with a concurrent
+	// delete or update of other rows (a rebase without re-reading data).
+	DeletionsMerged int
 }
 
 // Commit commits txn to table as the next version on top of read (nil only for Create),
@@ -107,9 +110,17 @@ func Commit(ctx context.Context, s objstore.Store, table string, read *Manifest,
 			}
 			// Catch up: check every version committed since, without waiting between reads.
 			for {
-				if res, shared, reason := Check(&txn, &winner.Txn); res == Retryable || res == Incompatible {
+				switch res, shared, reason := Check(&txn, &winner.Txn); res {
+				case Retryable, Incompatible:
 					return nil, stats, &ConflictError{Table: table, Resolution: res, Ours: txn, Theirs: winner.Txn,
 						TheirsVersion: winner.Version, Fragments: shared, Reason: reason}
+				case Rebase:
+					rebased, err := rebaseDeletions(ctx, s, table, txn, winner, shared)
+					if err != nil {
+						return nil, stats, err
+					}
+					txn = rebased
+					stats.DeletionsMerged += len(shared)
 				}
 				stats.Rebased = append(stats.Rebased, winner.Version)
 				parent = winner

@@ -79,50 +79,146 @@ func (e *ConflictError) Unwrap() []error {
 }
 
 // Check decides whether ours can commit after theirs, which committed after our read
-// version. It is a pure function of the two transactions (DESIGN §6): rows are ours,
-// columns theirs.
+// version. It is a pure function of the two transactions (DESIGN §6, extended to every
+// kind; shared/reference/lance-format.md §4.4 is the model). Rows are ours, columns theirs;
+// "/o" means only when the two touch overlapping fragments (otherwise compatible):
 //
-//	            Append  Delete                Overwrite/Create
-//	Append      ok      ok                    incompatible
-//	Delete      ok      retry if overlapping  incompatible
-//	Overwrite   ok      ok                    retry
-//	Create      incompatible (the table already exists)
+//	ours\theirs   Append Delete Update Overwrite Schema Config Rewrite Index  MergeWAL
+//	Append        ok     ok     ok     X         ok     ok     ok      ok     ok
+//	Delete        ok     R/o    R/o    X         ok     ok     T/o     ok     ok
+//	Update        ok     R/o    R/o    X         T      ok     T/o     ok     ok
+//	Overwrite     ok     ok     ok     T         ok     T/key  ok      ok     ok
+//	SchemaChange  ok     ok     T      X         T      ok     T       T      T
+//	UpdateConfig  ok     ok     ok     T/key     ok     T/key  ok      ok     ok
+//	Rewrite       ok     T/o    T/o    X         T      ok     T/o     T/cov  ok
+//	CreateIndex   ok     ok     ok     X         T      ok     T/cov   ok*    ok
+//	MergeWAL      ok     ok     ok     X         T      ok     ok      ok     T/shard
 //
-// It returns the resolution, the shared fragment ids and a reason for conflicts.
+// X incompatible; T retryable; R rebase (merge deletion vectors when the rows are disjoint;
+// the commit loop decides with I/O and falls back to retryable); T/key on a shared
+// configuration key; T/cov when an index covers a rewritten fragment; T/shard when both
+// merge the same WAL shard (the watermark check makes a merge exactly once); ok* a later
+// index of the same name replaces the earlier one. Create after anything is incompatible
+// (the table exists). It returns the resolution, the shared fragment ids and a reason.
 func Check(ours, theirs *Transaction) (Resolution, []uint32, string) {
-	replaces := func(k OpKind) bool { return k == OpOverwrite || k == OpCreate }
-	switch ours.Op.Kind {
-	case OpCreate:
+	o, t := ours.Op.Kind, theirs.Op.Kind
+	if o == OpCreate {
 		return Incompatible, nil, "the table already exists"
-	case OpAppend:
-		if replaces(theirs.Op.Kind) {
-			return Incompatible, nil, "the table was replaced after our read version"
-		}
-		if theirs.Op.Kind == OpAppend || theirs.Op.Kind == OpDelete {
-			return Compatible, nil, ""
-		}
-	case OpDelete:
-		if replaces(theirs.Op.Kind) {
-			return Incompatible, nil, "the table was replaced after our read version"
-		}
-		switch theirs.Op.Kind {
-		case OpAppend:
-			return Compatible, nil, ""
-		case OpDelete:
-			if shared := intersect(ours.TouchedFragments(), theirs.TouchedFragments()); len(shared) > 0 {
-				return Retryable, shared, "both change the deletion vectors of the same fragments"
+	}
+	if t == OpOverwrite || t == OpCreate {
+		switch o {
+		case OpOverwrite:
+			return Retryable, nil, "the table was replaced after our read version"
+		case OpUpdateConfig:
+			if k := sharedKeys(ours, theirs); len(k) > 0 {
+				return Retryable, nil, fmt.Sprintf("both set configuration keys %v", k)
 			}
 			return Compatible, nil, ""
 		}
-	case OpOverwrite:
-		switch theirs.Op.Kind {
-		case OpOverwrite, OpCreate:
-			return Retryable, nil, "the table was replaced after our read version"
-		case OpAppend, OpDelete:
+		return Incompatible, nil, "the table was replaced after our read version"
+	}
+	shared := intersect(ours.TouchedFragments(), theirs.TouchedFragments())
+	overlap := func(res Resolution, why string) (Resolution, []uint32, string) {
+		if len(shared) == 0 {
 			return Compatible, nil, ""
 		}
+		return res, shared, why
 	}
-	return Incompatible, nil, fmt.Sprintf("no rule for %s after %s", ours.Op.Kind, theirs.Op.Kind)
+	schemaChanged := func() (Resolution, []uint32, string) {
+		return Retryable, nil, "the schema changed after our read version"
+	}
+	switch o {
+	case OpAppend:
+		return Compatible, nil, ""
+	case OpDelete, OpUpdate:
+		switch t {
+		case OpDelete, OpUpdate:
+			return overlap(Rebase, "both change the deletion vectors of the same fragments")
+		case OpRewrite:
+			return overlap(Retryable, "the fragments were rewritten by compaction")
+		case OpSchemaChange:
+			if o == OpUpdate {
+				return schemaChanged()
+			}
+		}
+		return Compatible, nil, ""
+	case OpOverwrite:
+		if t == OpUpdateConfig {
+			if k := sharedKeys(ours, theirs); len(k) > 0 {
+				return Retryable, nil, fmt.Sprintf("both set configuration keys %v", k)
+			}
+		}
+		return Compatible, nil, ""
+	case OpSchemaChange:
+		switch t {
+		case OpUpdate, OpSchemaChange, OpRewrite, OpCreateIndex, OpMergeWAL:
+			return Retryable, nil, fmt.Sprintf("a concurrent %s wrote or indexed data with the schema we are changing", t)
+		}
+		return Compatible, nil, ""
+	case OpUpdateConfig:
+		if t == OpUpdateConfig {
+			if k := sharedKeys(ours, theirs); len(k) > 0 {
+				return Retryable, nil, fmt.Sprintf("both set configuration keys %v", k)
+			}
+		}
+		return Compatible, nil, ""
+	case OpRewrite:
+		switch t {
+		case OpDelete, OpUpdate:
+			return overlap(Retryable, "the fragments we rewrite had rows deleted or updated")
+		case OpRewrite:
+			return overlap(Retryable, "the fragments we rewrite were rewritten already")
+		case OpSchemaChange:
+			return schemaChanged()
+		case OpCreateIndex:
+			old := oldFragments(ours)
+			if cov := intersect(old, theirs.IndexedFragments()); len(cov) > 0 {
+				return Retryable, cov, "a new index covers fragments we rewrite"
+			}
+		}
+		return Compatible, nil, ""
+	case OpCreateIndex:
+		switch t {
+		case OpSchemaChange:
+			return schemaChanged()
+		case OpRewrite:
+			if cov := intersect(ours.IndexedFragments(), oldFragments(theirs)); len(cov) > 0 {
+				return Retryable, cov, "fragments our index covers were rewritten by compaction"
+			}
+		}
+		return Compatible, nil, ""
+	case OpMergeWAL:
+		switch t {
+		case OpSchemaChange:
+			return schemaChanged()
+		case OpMergeWAL:
+			if ours.Op.WAL != nil && theirs.Op.WAL != nil && ours.Op.WAL.Shard == theirs.Op.WAL.Shard {
+				return Retryable, nil, fmt.Sprintf("shard %q was merged concurrently", ours.Op.WAL.Shard)
+			}
+		}
+		return Compatible, nil, ""
+	}
+	return Incompatible, nil, fmt.Sprintf("no rule for %s after %s", o, t)
+}
+
+func oldFragments(t *Transaction) []uint32 {
+	var ids []uint32
+	for _, g := range t.Op.Groups {
+		ids = append(ids, g.Old...)
+	}
+	return ids
+}
+
+func sharedKeys(a, b *Transaction) []string {
+	var out []string
+	bk := b.ConfigKeys()
+	for _, k := range a.ConfigKeys() {
+		if slices.Contains(bk, k) && !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func intersect(a, b []uint32) []uint32 {

@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/shale-db/shale/internal/fragment"
@@ -20,6 +21,12 @@ type Manifest struct {
 	NextFieldID int32
 	// Config holds table properties (UpdateConfig, Create, Overwrite).
 	Config map[string]string
+	// Indexes are the table's scalar indexes.
+	Indexes []Index `cbor:",omitempty"`
+	// WALMerged is the merged watermark of each WAL shard: the highest generation whose
+	// rows are in the base table.
+	WALMerged map[string]uint64 `cbor:",omitempty"`
+
 	// Txn is the transaction that produced this version; TxnKey is where its record lives.
 	Txn    Transaction
 	TxnKey string
@@ -115,10 +122,12 @@ func DecodeManifest(table string, version uint64, key string, b []byte) (*Manife
 func (m *Manifest) clone() *Manifest {
 	c := *m
 	c.Fragments = slices.Clone(m.Fragments)
-	c.Config = make(map[string]string, len(m.Config))
-	for k, v := range m.Config {
-		c.Config[k] = v
+	c.Config = maps.Clone(m.Config)
+	if c.Config == nil {
+		c.Config = map[string]string{}
 	}
+	c.Indexes = slices.Clone(m.Indexes)
+	c.WALMerged = maps.Clone(m.WALMerged)
 	return &c
 }
 

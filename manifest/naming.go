@@ -1,6 +1,8 @@
 package manifest
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -80,4 +82,13 @@ func ParseManifestKey(table, key string) (uint64, error) {
 		return 0, fmt.Errorf("manifest key %q: %v", key, err)
 	}
 	return math.MaxUint64 - inv, nil
+}
+
+// NewDeletionKey names a new deletion vector of fragment frag written for version v:
+// <table>/_deletions/<frag>-<v>-<random>.dv. The random part makes every write a new
+// object (deletion vectors are immutable).
+func NewDeletionKey(table string, frag uint32, v uint64) string {
+	var b [8]byte
+	rand.Read(b[:])
+	return fmt.Sprintf("%s/%d-%d-%s.dv", DeletionsDir(table), frag, v, hex.EncodeToString(b[:]))
 }

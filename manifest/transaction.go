@@ -11,14 +11,34 @@ import (
 // OpKind names the operation a transaction applies.
 type OpKind string
 
-// Operation kinds. Create and Overwrite replace the whole table; Append adds fragments;
-// Delete replaces deletion vectors and drops fully deleted fragments.
+// Operation kinds.
+//
+// Logical operations change which rows exist or what they mean: Create, Append, Delete,
+// Update, Overwrite, SchemaChange, UpdateConfig. Maintenance operations preserve content:
+// Rewrite (compaction), CreateIndex, MergeWAL (moves rows from WAL generations into the base
+// table; readers already saw them through the WAL).
 const (
-	OpCreate    OpKind = "create"
-	OpAppend    OpKind = "append"
-	OpDelete    OpKind = "delete"
-	OpOverwrite OpKind = "overwrite"
+	OpCreate       OpKind = "create"
+	OpAppend       OpKind = "append"
+	OpDelete       OpKind = "delete"
+	OpUpdate       OpKind = "update"
+	OpOverwrite    OpKind = "overwrite"
+	OpSchemaChange OpKind = "schema_change"
+	OpUpdateConfig OpKind = "update_config"
+	OpRewrite      OpKind = "rewrite"
+	OpCreateIndex  OpKind = "create_index"
+	OpMergeWAL     OpKind = "merge_wal"
 )
+
+// OpKinds lists every operation kind (the conflict matrix is tested over all ordered pairs).
+var OpKinds = []OpKind{OpCreate, OpAppend, OpDelete, OpUpdate, OpOverwrite, OpSchemaChange,
+	OpUpdateConfig, OpRewrite, OpCreateIndex, OpMergeWAL}
+
+// Maintenance reports whether k preserves the table's content (and so publishes by
+// fast-forward and never invalidates a concurrent logical writer's read).
+func (k OpKind) Maintenance() bool {
+	return k == OpRewrite || k == OpCreateIndex || k == OpMergeWAL
+}
 
 // Transaction is the operation a version applies, planned against ReadVersion. The id is
 // minted before the first attempt and kept across retries, so a retry after an unknown
@@ -36,18 +56,64 @@ type Transaction struct {
 //	Append:            NewFragments (ids assigned when the version is built)
 //	Delete:            Deletions (fragments whose deletion vector changes), Removed
 //	                   (fragments fully deleted), Predicate (for humans and repair)
+//	Update:            as Delete for the old rows, NewFragments for the rewritten rows,
+//	                   UpdatedFields (field ids assigned), Predicate
+//	SchemaChange:      Schema (the new schema), SchemaDelta
+//	UpdateConfig:      Config (upserts), ConfigDeletes
+//	Rewrite:           Groups (old fragment ids → new fragments)
+//	CreateIndex:       NewIndexes (replace indexes of the same name), RemovedIndexes (names)
+//	MergeWAL:          WAL (shard, generations merged), NewFragments
 type Operation struct {
-	Kind         OpKind
-	Schema       *Schema           `cbor:",omitempty"`
-	NewFragments []Fragment        `cbor:",omitempty"`
-	Config       map[string]string `cbor:",omitempty"`
-	Deletions    []DeletionUpdate  `cbor:",omitempty"`
-	Removed      []uint32          `cbor:",omitempty"`
-	Predicate    string            `cbor:",omitempty"`
-	// NewFragmentIDs are the ids Build gave NewFragments. A manifest embeds its
-	// transaction without NewFragments and Schema (the manifest itself holds them; the
-	// _txn record keeps the whole transaction), so conflict checks see these ids instead.
+	Kind           OpKind
+	Schema         *Schema           `cbor:",omitempty"`
+	NewFragments   []Fragment        `cbor:",omitempty"`
+	Config         map[string]string `cbor:",omitempty"`
+	ConfigDeletes  []string          `cbor:",omitempty"`
+	Deletions      []DeletionUpdate  `cbor:",omitempty"`
+	Removed        []uint32          `cbor:",omitempty"`
+	Predicate      string            `cbor:",omitempty"`
+	UpdatedFields  []int32           `cbor:",omitempty"`
+	SchemaDelta    *SchemaDelta      `cbor:",omitempty"`
+	Groups         []RewriteGroup    `cbor:",omitempty"`
+	NewIndexes     []Index           `cbor:",omitempty"`
+	RemovedIndexes []string          `cbor:",omitempty"`
+	WAL            *WALMerge         `cbor:",omitempty"`
+	// NewFragmentIDs are the ids Build gave NewFragments (and Groups' new fragments). A
+	// manifest embeds its transaction without NewFragments, Groups' fragments and Schema
+	// (the manifest itself holds them; the _txn record keeps the whole transaction), so
+	// conflict checks see these ids instead.
 	NewFragmentIDs []uint32 `cbor:",omitempty"`
+}
+
+// SchemaDelta says which field ids a SchemaChange added, dropped or renamed.
+type SchemaDelta struct {
+	Added, Dropped, Renamed []int32 `cbor:",omitempty"`
+}
+
+// RewriteGroup replaces the fragments Old (ids) by New (rows in the same order, deleted
+// rows dropped). New fragments get ids when the version is built.
+type RewriteGroup struct {
+	Old []uint32
+	New []Fragment `cbor:",omitempty"`
+}
+
+// Index describes a scalar index: which fields it indexes, which fragments it covers (a
+// query scans the fragments it does not cover) and where its files live.
+type Index struct {
+	Name      string
+	UUID      string
+	Kind      string // "btree" or "zonemap"
+	FieldIDs  []int32
+	Fragments []uint32 // fragment ids covered
+	Version   uint64   // the table version it was built from
+	Files     []string `cbor:",omitempty"`
+}
+
+// WALMerge merges generations (From, To] of a WAL shard into the base table: the table's
+// merged watermark for Shard must be From when the version is built, and becomes To.
+type WALMerge struct {
+	Shard    string
+	From, To uint64
 }
 
 // DeletionUpdate gives fragment FragmentID a new deletion vector. Previous is the key of
@@ -69,13 +135,36 @@ func NewTransaction(readVersion uint64, op Operation) Transaction {
 	return Transaction{ID: NewTransactionID(), ReadVersion: readVersion, Timestamp: time.Now().UnixNano(), Op: op}
 }
 
-// TouchedFragments lists the ids of existing fragments the transaction modifies or removes.
+// TouchedFragments lists the ids of existing fragments the transaction modifies or removes
+// (deletion vectors, removals, rewrites).
 func (t *Transaction) TouchedFragments() []uint32 {
 	var ids []uint32
 	for _, d := range t.Op.Deletions {
 		ids = append(ids, d.FragmentID)
 	}
-	return append(ids, t.Op.Removed...)
+	ids = append(ids, t.Op.Removed...)
+	for _, g := range t.Op.Groups {
+		ids = append(ids, g.Old...)
+	}
+	return ids
+}
+
+// ConfigKeys lists the configuration keys the transaction sets or deletes.
+func (t *Transaction) ConfigKeys() []string {
+	var keys []string
+	for k := range t.Op.Config {
+		keys = append(keys, k)
+	}
+	return append(keys, t.Op.ConfigDeletes...)
+}
+
+// IndexedFragments lists the fragments covered by the indexes the transaction creates.
+func (t *Transaction) IndexedFragments() []uint32 {
+	var ids []uint32
+	for _, ix := range t.Op.NewIndexes {
+		ids = append(ids, ix.Fragments...)
+	}
+	return ids
 }
 
 // String is "<kind> <id> (read v<R>)".

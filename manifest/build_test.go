@@ -1,0 +1,100 @@
+package manifest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+)
+
+func commitOp(t *testing.T, m *Manifest, op Operation) (*Manifest, error) {
+	t.Helper()
+	return Build(m.Table, m, NewTransaction(m.Version, op))
+}
+
+func TestBuildMaintenanceAndMetadataOps(t *testing.T) {
+	m, err := Build("t", nil, NewTransaction(0, Operation{Kind: OpCreate, Schema: testSchema(t), NewFragments: []Fragment{frag(1), frag(2), frag(3), frag(4)}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := func(m *Manifest) string {
+		var out []uint32
+		for _, f := range m.Fragments {
+			out = append(out, f.ID)
+		}
+		return fmt.Sprint(out)
+	}
+	// Rewrite: fragments 1 and 2 become one new fragment in their place.
+	rw, err := commitOp(t, m, Operation{Kind: OpRewrite, Groups: []RewriteGroup{{Old: []uint32{1, 2}, New: []Fragment{frag(5)}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids(rw) != "[0 4 3]" || rw.LiveRows() != 10 || fmt.Sprint(rw.Txn.Op.NewFragmentIDs) != "[4]" || rw.Txn.Op.Groups[0].New != nil {
+		t.Fatalf("rewrite: fragments %s, rows %d, txn %+v", ids(rw), rw.LiveRows(), rw.Txn.Op)
+	}
+	if _, err := commitOp(t, rw, Operation{Kind: OpRewrite, Groups: []RewriteGroup{{Old: []uint32{1}}}}); err == nil {
+		t.Fatal("rewrite of a fragment that is gone applied")
+	}
+	// CreateIndex: same name replaces; indexes on dropped fields go with them.
+	ix, err := commitOp(t, rw, Operation{Kind: OpCreateIndex, NewIndexes: []Index{{Name: "a_idx", FieldIDs: []int32{0}, Fragments: []uint32{0}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err = commitOp(t, ix, Operation{Kind: OpCreateIndex, NewIndexes: []Index{{Name: "a_idx", FieldIDs: []int32{0}, Fragments: []uint32{0, 4}}, {Name: "b_idx", FieldIDs: []int32{1}}}})
+	if err != nil || len(ix.Indexes) != 2 || fmt.Sprint(ix.Indexes[0].Fragments) != "[0 4]" {
+		t.Fatalf("replace index: %+v %v", ix.Indexes, err)
+	}
+	if _, err := commitOp(t, ix, Operation{Kind: OpCreateIndex, NewIndexes: []Index{{Name: "c", FieldIDs: []int32{9}}}}); err == nil {
+		t.Fatal("index on an unknown field applied")
+	}
+	// SchemaChange: drop field 1 and add field 2.
+	only, err := NewSchema(testSchema(t).MustArrow(), []int32{0, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := commitOp(t, ix, Operation{Kind: OpSchemaChange, Schema: &only, SchemaDelta: &SchemaDelta{Added: []int32{2}, Dropped: []int32{1}}})
+	if err != nil || sc.NextFieldID != 3 || len(sc.Indexes) != 1 || sc.Indexes[0].Name != "a_idx" {
+		t.Fatalf("schema change: next id %d, indexes %+v, %v", sc.NextFieldID, sc.Indexes, err)
+	}
+	// UpdateConfig: upsert and delete keys.
+	uc, err := commitOp(t, sc, Operation{Kind: OpUpdateConfig, Config: map[string]string{"a": "1", "b": "2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uc, err = commitOp(t, uc, Operation{Kind: OpUpdateConfig, Config: map[string]string{"a": "3"}, ConfigDeletes: []string{"b"}})
+	if err != nil || fmt.Sprint(uc.Config) != "map[a:3]" {
+		t.Fatalf("config %v %v", uc.Config, err)
+	}
+	// MergeWAL: exactly once per generation range, watermark per shard.
+	w1, err := commitOp(t, uc, Operation{Kind: OpMergeWAL, WAL: &WALMerge{Shard: "s", From: 0, To: 3}, NewFragments: []Fragment{frag(7)}})
+	if err != nil || w1.WALMerged["s"] != 3 || w1.LiveRows() != 17 {
+		t.Fatalf("merge: %v %v", w1.WALMerged, err)
+	}
+	if _, err := commitOp(t, w1, Operation{Kind: OpMergeWAL, WAL: &WALMerge{Shard: "s", From: 0, To: 3}, NewFragments: []Fragment{frag(7)}}); err == nil {
+		t.Fatal("the same generations merged twice")
+	}
+	if w2, err := commitOp(t, w1, Operation{Kind: OpMergeWAL, WAL: &WALMerge{Shard: "s", From: 3, To: 5}}); err != nil || w2.WALMerged["s"] != 5 {
+		t.Fatalf("next merge: %v", err)
+	}
+}
+
+// TestMergeWALExactlyOnceUnderRace: two merges of the same generations from the same read
+// version: one commits, the other gets a retryable conflict (invariant 8).
+func TestMergeWALExactlyOnceUnderRace(t *testing.T) {
+	ctx := context.Background()
+	s := memStore(t)
+	m := create(t, s, "t")
+	merge := func() Transaction {
+		return NewTransaction(m.Version, Operation{Kind: OpMergeWAL, WAL: &WALMerge{Shard: "s", From: 0, To: 2}, NewFragments: []Fragment{frag(5)}})
+	}
+	if _, _, err := Commit(ctx, s, "t", m, merge(), CommitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Commit(ctx, s, "t", m, merge(), CommitOptions{}); !errors.Is(err, ErrRetryable) {
+		t.Fatalf("second merge: %v", err)
+	}
+	head, _ := LoadHead(ctx, s, "t")
+	if head.LiveRows() != 5 || head.WALMerged["s"] != 2 {
+		t.Fatalf("rows %d, watermark %d", head.LiveRows(), head.WALMerged["s"])
+	}
+}
