@@ -27,6 +27,27 @@ type CommitOptions struct {
 	// BaseBackoff is the first backoff after a lost race; it doubles per consecutive loss up
 	// to MaxBackoff, with full jitter (defaults 2 ms and 250 ms).
 	BaseBackoff, MaxBackoff time.Duration
+	// Groups decides whether a prepared version of a multi-table group counts (nil: every
+	// version counts; only the engine's multi-table commits create groups, and they need a
+	// catalog).
+	Groups GroupResolver
+}
+
+// GroupResolver decides multi-table groups for the commit loop.
+type GroupResolver interface {
+	// Committed reports whether group id committed (true) or aborted (false), waiting while
+	// it is pending; it may abort a group that stays pending past its deadline.
+	Committed(ctx context.Context, id string) (bool, error)
+}
+
+// abortedGroupMember reports whether m is a prepared version of an aborted group.
+func abortedGroupMember(ctx context.Context, r GroupResolver, m *Manifest) (bool, error) {
+	g := m.Txn.Op.Group
+	if g == nil || r == nil {
+		return false, nil
+	}
+	ok, err := r.Committed(ctx, g.ID)
+	return !ok, err
 }
 
 func (o CommitOptions) withDefaults() CommitOptions {
@@ -47,6 +68,9 @@ type CommitStats struct {
 	Attempts int      // put-if-absent attempts
 	Rebased  []uint64 // versions committed by others that ours was rebuilt on top of
 	Checksum uint32   // CRC32C of the committed manifest object (for the published pointer)
+	// SkippedAborted are versions of aborted multi-table groups that ours was built past
+	// as if they were empty.
+	SkippedAborted []uint64
 	// DeletionsMerged counts fragments whose deletion vector was merged with a concurrent
 	// delete or update of other rows (a rebase without re-reading data).
 	DeletionsMerged int
@@ -110,6 +134,17 @@ func Commit(ctx context.Context, s objstore.Store, table string, read *Manifest,
 			}
 			// Catch up: check every version committed since, without waiting between reads.
 			for {
+				aborted, err := abortedGroupMember(ctx, opts.Groups, winner)
+				if err != nil {
+					return nil, stats, fmt.Errorf("table %q version %d: %w", table, winner.Version, err)
+				}
+				if aborted {
+					// A prepared version of an aborted multi-table group: it counts as
+					// empty, so keep the parent's content under the winner's number.
+					stats.SkippedAborted = append(stats.SkippedAborted, winner.Version)
+					parent = parent.renumbered(winner.Version)
+					goto next
+				}
 				switch res, shared, reason := Check(&txn, &winner.Txn); res {
 				case Retryable, Incompatible:
 					return nil, stats, &ConflictError{Table: table, Resolution: res, Ours: txn, Theirs: winner.Txn,
@@ -124,6 +159,7 @@ func Commit(ctx context.Context, s objstore.Store, table string, read *Manifest,
 				}
 				stats.Rebased = append(stats.Rebased, winner.Version)
 				parent = winner
+			next:
 				winner, lerr = Load(ctx, s, table, parent.Version+1)
 				if errors.Is(lerr, ErrVersionNotFound) {
 					break
@@ -170,5 +206,30 @@ func backoff(ctx context.Context, opts CommitOptions, losses int) error {
 		return ctx.Err()
 	case <-t.C:
 		return nil
+	}
+}
+
+// CatchUp reads forward from m to HEAD (one GET per newer version) and returns the
+// manifest a new transaction should be planned against: HEAD's, or, when HEAD and the
+// versions below it are prepared versions of aborted groups, the content of the last
+// version that counts under HEAD's number. A pending group is waited for (r decides).
+func CatchUp(ctx context.Context, s objstore.Store, table string, m *Manifest, r GroupResolver) (*Manifest, error) {
+	for {
+		next, err := Load(ctx, s, table, m.Version+1)
+		if errors.Is(err, ErrVersionNotFound) {
+			return m, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		aborted, err := abortedGroupMember(ctx, r, next)
+		if err != nil {
+			return nil, fmt.Errorf("table %q version %d: %w", table, next.Version, err)
+		}
+		if aborted {
+			m = m.renumbered(next.Version)
+		} else {
+			m = next
+		}
 	}
 }

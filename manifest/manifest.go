@@ -131,6 +131,15 @@ func (m *Manifest) clone() *Manifest {
 	return &c
 }
 
+// renumbered returns m's content under version v (a prepared version of an aborted group
+// keeps its parent's content).
+func (m *Manifest) renumbered(v uint64) *Manifest {
+	c := m.clone()
+	c.Version = v
+	c.checksum = 0
+	return c
+}
+
 // ObjectError is an error about one stored object of a table.
 type ObjectError struct {
 	Table   string

@@ -78,6 +78,9 @@ type Operation struct {
 	NewIndexes     []Index           `cbor:",omitempty"`
 	RemovedIndexes []string          `cbor:",omitempty"`
 	WAL            *WALMerge         `cbor:",omitempty"`
+	// Group marks one member of a multi-table transaction: the version counts only if the
+	// group commits (see manifest/catalog group keys).
+	Group *GroupRef `cbor:",omitempty"`
 	// NewFragmentIDs are the ids Build gave NewFragments (and Groups' new fragments). A
 	// manifest embeds its transaction without NewFragments, Groups' fragments and Schema
 	// (the manifest itself holds them; the _txn record keeps the whole transaction), so
@@ -107,6 +110,12 @@ type Index struct {
 	Fragments []uint32 // fragment ids covered
 	Version   uint64   // the table version it was built from
 	Files     []string `cbor:",omitempty"`
+}
+
+// GroupRef names the multi-table transaction a version belongs to and its member tables.
+type GroupRef struct {
+	ID     string
+	Tables []string
 }
 
 // WALMerge merges generations (From, To] of a WAL shard into the base table: the table's

@@ -271,6 +271,14 @@ func (c *Catalog) parse(tables []string, resps []*etcdserverpb.ResponseOp) ([]st
 // returns, per update, the pointer in effect after success: ours where it wrote, the
 // current one where the goal already held.
 func (c *Catalog) publish(ctx context.Context, op string, updates []Update) ([]Pointer, error) {
+	return c.publishGuarded(ctx, op, updates, nil)
+}
+
+// groupGuard makes a publish also move a multi-table group from pending to committed in
+// the same etcd transaction, and fail with ErrGroupAborted once the group is not pending.
+type groupGuard struct{ key string }
+
+func (c *Catalog) publishGuarded(ctx context.Context, op string, updates []Update, guard *groupGuard) ([]Pointer, error) {
 	tables := make([]string, len(updates))
 	for i, u := range updates {
 		tables[i] = u.Table
@@ -289,11 +297,15 @@ func (c *Catalog) publish(ctx context.Context, op string, updates []Update) ([]P
 		if err != nil {
 			return nil, c.planError(op, updates, err)
 		}
-		if len(plan.writes) == 0 {
+		if len(plan.writes) == 0 && guard == nil {
 			return plan.result, nil
 		}
-		cmps := make([]clientv3.Cmp, 0, len(plan.writes))
-		puts := make([]clientv3.Op, 0, len(plan.writes))
+		cmps := make([]clientv3.Cmp, 0, len(plan.writes)+1)
+		puts := make([]clientv3.Op, 0, len(plan.writes)+1)
+		if guard != nil {
+			cmps = append(cmps, clientv3.Compare(clientv3.Value(guard.key), "=", groupPending))
+			puts = append(puts, clientv3.OpPut(guard.key, groupCommitted))
+		}
 		for _, i := range plan.writes {
 			k := c.Key(updates[i].Table)
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", states[i].modRev))
@@ -307,8 +319,18 @@ func (c *Catalog) publish(ctx context.Context, op string, updates []Update) ([]P
 		if err != nil {
 			// The write may or may not have landed: decide by the goal, not the reply.
 			fresh, _, rerr := c.read(ctx, tables, 0)
+			if rerr == nil && guard != nil {
+				switch st, gerr := c.groupState(ctx, guard.key); {
+				case gerr != nil:
+					rerr = gerr
+				case st == GroupCommitted:
+					return plan.result, nil
+				case st == GroupAborted:
+					return nil, fail(ErrGroupAborted)
+				}
+			}
 			if rerr == nil {
-				if res, ok := goalMet(updates, fresh); ok {
+				if res, ok := goalMet(updates, fresh); ok && guard == nil {
 					return res, nil
 				}
 				if isTransient(ctx, err) && attempt < maxAttempts {
@@ -324,6 +346,13 @@ func (c *Catalog) publish(ctx context.Context, op string, updates []Update) ([]P
 		}
 		if r.Succeeded {
 			return plan.result, nil
+		}
+		if guard != nil {
+			if st, err := c.groupState(ctx, guard.key); err != nil {
+				return nil, withOp(err, op)
+			} else if st != GroupPending {
+				return nil, fail(ErrGroupAborted)
+			}
 		}
 		if states, err = c.parse(tables, r.Responses); err != nil {
 			return nil, withOp(err, op)
@@ -341,7 +370,7 @@ func (c *Catalog) publish(ctx context.Context, op string, updates []Update) ([]P
 	if err != nil {
 		return nil, withOp(err, op)
 	}
-	if res, ok := goalMet(updates, states); ok {
+	if res, ok := goalMet(updates, states); ok && guard == nil {
 		return res, nil
 	}
 	if _, err := decideAll(updates, states); err != nil {
