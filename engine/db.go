@@ -42,6 +42,10 @@ type Options struct {
 	ScanParallelism int
 	// WriteRetries bounds how often Delete re-plans after a retryable conflict (default 10).
 	WriteRetries int
+	// GroupTimeout is how long a writer waits for a pending multi-table group it meets
+	// before aborting it (default 30 s; a group whose writer died aborts sooner, when its
+	// lease expires).
+	GroupTimeout time.Duration
 }
 
 // DB is a set of tables in one store.
@@ -67,6 +71,9 @@ func Open(ctx context.Context, store objstore.Store, opts Options) (*DB, error) 
 	}
 	if opts.WriteRetries <= 0 {
 		opts.WriteRetries = 10
+	}
+	if opts.GroupTimeout <= 0 {
+		opts.GroupTimeout = 30 * time.Second
 	}
 	db := &DB{store: store, opts: opts}
 	if opts.Etcd != nil {

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -63,7 +62,11 @@ type VersionInfo struct {
 	Time        time.Time
 	Rows        int64 // live rows
 	Fragments   int
-	Published   bool // at or below the published version
+	Published   bool // at or below the published version (and not aborted)
+	// Group is the multi-table transaction the version belongs to ("" = none); Aborted
+	// says that group aborted, so the version counts as empty.
+	Group   string
+	Aborted bool
 }
 
 // Versions lists every version still in the store, ascending (one LIST plus one GET per
@@ -85,11 +88,21 @@ func (t *Table) Versions(ctx context.Context) ([]VersionInfo, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, VersionInfo{
+		info := VersionInfo{
 			Version: v, Operation: m.Txn.Op.Kind, Transaction: m.Txn.ID, ReadVersion: m.Txn.ReadVersion,
 			Time: time.Unix(0, m.Txn.Timestamp).UTC(), Rows: m.LiveRows(), Fragments: len(m.Fragments),
 			Published: t.db.cat == nil || v <= published,
-		})
+		}
+		if g := m.Txn.Op.Group; g != nil && t.db.cat != nil {
+			info.Group = g.ID
+			st, err := t.db.cat.GroupState(ctx, g.ID)
+			if err != nil {
+				return nil, err
+			}
+			info.Aborted = st == catalog.GroupAborted
+			info.Published = info.Published && !info.Aborted
+		}
+		out = append(out, info)
 	}
 	return out, nil
 }
@@ -101,37 +114,4 @@ type CommitResult struct {
 	Rebased   []uint64 // versions by others the commit was rebuilt on top of
 	Published bool     // the catalog pointer is at or past Version
 	Rows      int64    // rows appended or deleted
-}
-
-// commit runs the commit loop for txn on top of this handle's version and publishes the
-// result; the handle moves to the committed version.
-func (t *Table) commit(ctx context.Context, txn manifest.Transaction) (CommitResult, error) {
-	if t.readOnly {
-		return CommitResult{}, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
-	}
-	m, stats, err := manifest.Commit(ctx, t.db.store, t.name, t.m, txn, t.db.opts.Commit)
-	if err != nil {
-		return CommitResult{}, err
-	}
-	t.m = m
-	res := CommitResult{Version: m.Version, Attempts: stats.Attempts, Rebased: stats.Rebased}
-	if err := t.publish(ctx, m, stats.Checksum); err != nil {
-		return res, err
-	}
-	res.Published = t.db.cat != nil
-	return res, nil
-}
-
-// publish fast-forwards the table's catalog pointer to m (no-op without a catalog). The
-// version is committed whatever happens here; an error means only that the pointer may lag
-// (drift that a later publish or `shale repair` resolves).
-func (t *Table) publish(ctx context.Context, m *manifest.Manifest, checksum uint32) error {
-	if t.db.cat == nil {
-		return nil
-	}
-	_, err := t.db.cat.FastForward(ctx, t.name, catalog.Pointer{Version: m.Version, ManifestKey: m.Key(), Checksum: checksum})
-	if err != nil {
-		return fmt.Errorf("table %q: version %d committed but not published: %w", t.name, m.Version, err)
-	}
-	return nil
 }

@@ -224,11 +224,9 @@ func (t *Table) Delete(ctx context.Context, where string) (CommitResult, error) 
 		if err == nil || !errors.Is(err, manifest.ErrRetryable) || attempt >= t.db.opts.WriteRetries {
 			return res, err
 		}
-		m, lerr := manifest.LoadHead(ctx, t.db.store, t.name)
-		if lerr != nil {
+		if lerr := t.refreshHead(ctx); lerr != nil {
 			return res, errors.Join(err, lerr)
 		}
-		t.m = m
 	}
 }
 

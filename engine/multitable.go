@@ -1,0 +1,262 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/manifest/catalog"
+)
+
+// ErrNeedsCatalog: multi-table transactions and snapshots need the etcd catalog.
+var ErrNeedsCatalog = errors.New("needs the etcd catalog")
+
+// groupTTL is the lease of a pending group key: a writer that dies mid-commit aborts its
+// group this long after its last keepalive.
+const groupTTL = 10 * time.Second
+
+// groupResolver decides multi-table groups for the commit loop with the catalog: it waits
+// (jittered backoff) while a group is pending and aborts one still pending after timeout.
+type groupResolver struct {
+	cat     *catalog.Catalog
+	timeout time.Duration
+}
+
+func (g groupResolver) Committed(ctx context.Context, id string) (bool, error) {
+	deadline := time.Now().Add(g.timeout)
+	wait := 2 * time.Millisecond
+	for {
+		st, err := g.cat.GroupState(ctx, id)
+		if err != nil {
+			return false, err
+		}
+		switch {
+		case st == catalog.GroupCommitted:
+			return true, nil
+		case st == catalog.GroupAborted:
+			return false, nil
+		case time.Now().After(deadline):
+			st, err = g.cat.AbortGroup(ctx, id)
+			return st == catalog.GroupCommitted, err
+		}
+		if err := sleepCtx(ctx, wait); err != nil {
+			return false, err
+		}
+		wait = min(wait*2, 100*time.Millisecond)
+	}
+}
+
+func (db *DB) groups() manifest.GroupResolver {
+	if db.cat == nil {
+		return nil
+	}
+	return groupResolver{cat: db.cat, timeout: db.opts.GroupTimeout}
+}
+
+// Snapshot is a consistent read of several tables: their published versions at one etcd
+// revision, so a multi-table commit is seen whole or not at all.
+type Snapshot struct {
+	Revision int64
+	Tables   map[string]*Table
+}
+
+// Snapshot opens the named tables at the versions published at one etcd revision. Each
+// handle can be written (its writes commit on top of that version). Errors:
+// ErrNeedsCatalog, manifest.ErrTableNotFound for a table never published.
+func (db *DB) Snapshot(ctx context.Context, names ...string) (*Snapshot, error) {
+	if db.cat == nil {
+		return nil, fmt.Errorf("snapshot: %w", ErrNeedsCatalog)
+	}
+	for _, n := range names {
+		if err := manifest.ValidateTableName(n); err != nil {
+			return nil, err
+		}
+	}
+	ptrs, rev, err := db.cat.Snapshot(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	snap := &Snapshot{Revision: rev, Tables: map[string]*Table{}}
+	for _, n := range names {
+		p, ok := ptrs[n]
+		if !ok {
+			return nil, fmt.Errorf("snapshot: %w: %q has no published version", manifest.ErrTableNotFound, n)
+		}
+		m, err := manifest.LoadVerified(ctx, db.store, n, p.Version, p.Checksum)
+		if err != nil {
+			return nil, err
+		}
+		snap.Tables[n] = &Table{db: db, name: n, m: m}
+	}
+	return snap, nil
+}
+
+// Write is one table's part of a multi-table transaction: planned (data files and deletion
+// vectors written) against the handle's version, not yet committed.
+type Write struct {
+	table *Table
+	txn   manifest.Transaction
+	rows  int64
+}
+
+// Table is the table the write is planned for.
+func (w *Write) Table() *Table { return w.table }
+
+// PrepareAppend writes rdr's rows as data files for a later DB.Commit.
+func (t *Table) PrepareAppend(ctx context.Context, rdr array.RecordReader) (*Write, error) {
+	if t.readOnly {
+		return nil, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
+	}
+	frags, rows, err := t.writeFragments(ctx, rdr, t.Schema(), t.m.Schema.FieldIDs)
+	if err != nil {
+		return nil, err
+	}
+	return &Write{table: t, rows: rows, txn: manifest.NewTransaction(t.m.Version, manifest.Operation{Kind: manifest.OpAppend, NewFragments: frags})}, nil
+}
+
+// PrepareDelete plans deleting the rows matching where (writing the new deletion vectors)
+// for a later DB.Commit.
+func (t *Table) PrepareDelete(ctx context.Context, where string) (*Write, error) {
+	if t.readOnly {
+		return nil, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
+	}
+	op, n, err := t.planDelete(ctx, where)
+	if err != nil {
+		return nil, err
+	}
+	return &Write{table: t, rows: n, txn: manifest.NewTransaction(t.m.Version, op)}, nil
+}
+
+// logicalPublish reports whether a member publishes by strict compare-and-swap: operations
+// that change or remove existing rows or the schema. Appends and maintenance commute with
+// them and fast-forward.
+func logicalPublish(k manifest.OpKind) bool {
+	switch k {
+	case manifest.OpDelete, manifest.OpUpdate, manifest.OpOverwrite, manifest.OpSchemaChange, manifest.OpUpdateConfig:
+		return true
+	}
+	return false
+}
+
+// Commit commits writes to several tables as one transaction: readers (Snapshot) see all of
+// them or none. Protocol: a pending group key in etcd (leased), one prepared version per
+// table in its store (the usual commit loop, marked with the group), then one etcd
+// transaction that moves every pointer and marks the group committed. Members that delete,
+// update or change the schema publish by compare-and-swap: the pointer may have moved past
+// their read version only by maintenance-class versions (compaction, index builds, WAL
+// merges), otherwise the transaction is rejected with a conflict; appends fast-forward.
+// On any failure the group is aborted and its prepared versions count as empty, so the
+// outcome is Committed or Rejected; Unknown only if etcd cannot say which.
+func (db *DB) Commit(ctx context.Context, writes ...*Write) ([]CommitResult, error) {
+	if db.cat == nil {
+		return nil, fmt.Errorf("multi-table commit: %w", ErrNeedsCatalog)
+	}
+	if len(writes) == 0 {
+		return nil, nil
+	}
+	var tables []string
+	for _, w := range writes {
+		if slices.Contains(tables, w.table.name) {
+			return nil, fmt.Errorf("multi-table commit: table %q appears twice", w.table.name)
+		}
+		tables = append(tables, w.table.name)
+	}
+	id := manifest.NewTransactionID()
+	release, err := db.cat.BeginGroup(ctx, id, groupTTL)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	abort := func(cause error) ([]CommitResult, error) {
+		st, err := db.cat.AbortGroup(context.WithoutCancel(ctx), id)
+		if err != nil {
+			return nil, &UnknownError{Table: fmt.Sprint(tables), Err: errors.Join(cause, err)}
+		}
+		if st == catalog.GroupCommitted {
+			return nil, &UnknownError{Table: fmt.Sprint(tables), Err: cause}
+		}
+		return nil, fmt.Errorf("multi-table transaction %s over %v rejected: %w", id, tables, cause)
+	}
+	opts := db.opts.Commit
+	opts.Groups = db.groups()
+	prepared := make([]*manifest.Manifest, len(writes))
+	sums := make([]uint32, len(writes))
+	for i, w := range writes {
+		txn := w.txn
+		txn.Op.Group = &manifest.GroupRef{ID: id, Tables: tables}
+		m, stats, err := manifest.Commit(ctx, db.store, w.table.name, w.table.m, txn, opts)
+		if err != nil {
+			return abort(err)
+		}
+		prepared[i], sums[i] = m, stats.Checksum
+	}
+	for attempt := 0; ; attempt++ {
+		updates, err := db.groupUpdates(ctx, writes, prepared, sums)
+		if err != nil {
+			return abort(err)
+		}
+		err = db.cat.CommitGroup(ctx, id, updates)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, catalog.ErrConflict) && attempt < 5 {
+			continue // a pointer moved; re-check what moved it
+		}
+		return abort(err)
+	}
+	out := make([]CommitResult, len(writes))
+	for i, w := range writes {
+		w.table.m = prepared[i]
+		out[i] = CommitResult{Version: prepared[i].Version, Published: true, Rows: w.rows}
+	}
+	return out, nil
+}
+
+// groupUpdates builds the pointer updates of a group commit from the pointers now.
+func (db *DB) groupUpdates(ctx context.Context, writes []*Write, prepared []*manifest.Manifest, sums []uint32) ([]catalog.Update, error) {
+	names := make([]string, len(writes))
+	for i, w := range writes {
+		names[i] = w.table.name
+	}
+	ptrs, _, err := db.cat.Snapshot(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	updates := make([]catalog.Update, len(writes))
+	for i, w := range writes {
+		m := prepared[i]
+		ptr := catalog.Pointer{Version: m.Version, ManifestKey: m.Key(), Checksum: sums[i]}
+		updates[i] = catalog.Update{Table: w.table.name, Mode: catalog.FastForward, Pointer: ptr}
+		if !logicalPublish(w.txn.Op.Kind) {
+			continue
+		}
+		cur := ptrs[w.table.name].Version
+		// Everything published since our read must be content-preserving.
+		for v := w.txn.ReadVersion + 1; v <= cur && v < m.Version; v++ {
+			pm, err := manifest.Load(ctx, db.store, w.table.name, v)
+			if err != nil {
+				return nil, err
+			}
+			if g := pm.Txn.Op.Group; g != nil {
+				committed, err := db.groups().Committed(ctx, g.ID)
+				if err != nil {
+					return nil, err
+				}
+				if !committed {
+					continue // a prepared version of an aborted group counts as empty
+				}
+			}
+			if !pm.Txn.Op.Kind.Maintenance() {
+				return nil, &manifest.ConflictError{Table: w.table.name, Resolution: manifest.Retryable, Ours: w.txn,
+					Theirs: pm.Txn, TheirsVersion: v, Reason: "a logical change was published after our read version"}
+			}
+		}
+		updates[i].Mode, updates[i].Expected = catalog.CAS, cur
+	}
+	return updates, nil
+}

@@ -1,0 +1,162 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/manifest/catalog"
+)
+
+// Outcome is what a write's result means for the table (invariant 5).
+type Outcome int
+
+const (
+	// Committed: the version is in the store and published.
+	Committed Outcome = iota
+	// Rejected: nothing will ever take effect (a conflict, bad input, an aborted group).
+	Rejected
+	// Unknown: the write may have landed. Retry with Table.Retry (same transaction id:
+	// it commits at most once); never delete what the write created.
+	Unknown
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Committed:
+		return "committed"
+	case Rejected:
+		return "rejected"
+	}
+	return "unknown"
+}
+
+// ErrUnknown is wrapped by every *UnknownError.
+var ErrUnknown = errors.New("write outcome unknown")
+
+// UnknownError reports a write whose outcome could not be decided: the manifest put or the
+// publish did not answer and reading back could not tell. Txn is the transaction to pass to
+// Table.Retry. Committed is true when the version is known to be in the store and only its
+// publish is undecided.
+type UnknownError struct {
+	Table     string
+	Txn       manifest.Transaction
+	Committed bool
+	Version   uint64 // when Committed
+	Err       error
+}
+
+func (e *UnknownError) Error() string {
+	if e.Committed {
+		return fmt.Sprintf("table %q: transaction %s committed as version %d but its publish is undecided: %v", e.Table, e.Txn.ID, e.Version, e.Err)
+	}
+	return fmt.Sprintf("table %q: transaction %s: outcome unknown: %v", e.Table, e.Txn.ID, e.Err)
+}
+
+func (e *UnknownError) Unwrap() []error { return []error{ErrUnknown, e.Err} }
+
+// OutcomeOf classifies a write's error: nil is Committed, *UnknownError (or any error
+// wrapping manifest.ErrCommitUnknown) is Unknown, anything else is Rejected.
+func OutcomeOf(err error) Outcome {
+	switch {
+	case err == nil:
+		return Committed
+	case errors.Is(err, ErrUnknown), errors.Is(err, manifest.ErrCommitUnknown):
+		return Unknown
+	}
+	return Rejected
+}
+
+// unknownRetries is how often commit re-runs the commit loop with the same transaction
+// after an unknown manifest put before giving the decision to the caller.
+const unknownRetries = 3
+
+// commit runs the commit loop for txn on top of this handle's version and publishes the
+// result; the handle moves to the committed version. An unknown manifest put is decided by
+// re-running the loop with the same transaction (it finds an earlier attempt that landed
+// by its id, or commits once); what stays undecided is returned as *UnknownError.
+func (t *Table) commit(ctx context.Context, txn manifest.Transaction) (CommitResult, error) {
+	if t.readOnly {
+		return CommitResult{}, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
+	}
+	opts := t.db.opts.Commit
+	opts.Groups = t.db.groups()
+	var (
+		m     *manifest.Manifest
+		stats manifest.CommitStats
+		err   error
+	)
+	for attempt := 0; ; attempt++ {
+		m, stats, err = manifest.Commit(ctx, t.db.store, t.name, t.m, txn, opts)
+		if err == nil || !errors.Is(err, manifest.ErrCommitUnknown) {
+			break
+		}
+		if attempt >= unknownRetries || ctx.Err() != nil {
+			return CommitResult{}, &UnknownError{Table: t.name, Txn: txn, Err: err}
+		}
+		if serr := sleepCtx(ctx, time.Duration(attempt+1)*20*time.Millisecond); serr != nil {
+			return CommitResult{}, &UnknownError{Table: t.name, Txn: txn, Err: err}
+		}
+	}
+	if err != nil {
+		return CommitResult{}, err
+	}
+	t.m = m
+	res := CommitResult{Version: m.Version, Attempts: stats.Attempts, Rebased: stats.Rebased}
+	if err := t.publish(ctx, m, stats.Checksum); err != nil {
+		return res, &UnknownError{Table: t.name, Txn: txn, Committed: true, Version: m.Version, Err: err}
+	}
+	res.Published = t.db.cat != nil
+	return res, nil
+}
+
+// Retry finishes a write whose outcome was unknown: it re-runs the commit of txn (same
+// id, same files) on top of this handle's version. If an earlier attempt landed, that
+// version is found and published; otherwise txn commits now. It never commits twice.
+func (t *Table) Retry(ctx context.Context, txn manifest.Transaction) (CommitResult, error) {
+	return t.commit(ctx, txn)
+}
+
+// publish moves the table's catalog pointer forward to m (no-op without a catalog). The
+// version is committed whatever happens here; an error means only that the pointer may lag.
+//
+// Every single-table write publishes this way, logical or maintenance: the store's
+// put-if-absent of version N is the commit point, and the commit loop has checked our
+// transaction against every version below N, so moving the pointer from any value below N
+// to N (or finding it at or past N) publishes a prefix of one linear history. The strict
+// compare-and-swap on read versions applies where etcd is the commit point: multi-table
+// transactions (DB.Commit).
+func (t *Table) publish(ctx context.Context, m *manifest.Manifest, checksum uint32) error {
+	if t.db.cat == nil {
+		return nil
+	}
+	_, err := t.db.cat.FastForward(ctx, t.name, catalog.Pointer{Version: m.Version, ManifestKey: m.Key(), Checksum: checksum})
+	if err != nil {
+		return fmt.Errorf("table %q: version %d committed but not published: %w", t.name, m.Version, err)
+	}
+	return nil
+}
+
+// refreshHead moves the handle to the manifest a re-planned write should start from: HEAD,
+// with prepared versions of aborted multi-table groups counted as empty.
+func (t *Table) refreshHead(ctx context.Context) error {
+	m, err := manifest.CatchUp(ctx, t.db.store, t.name, t.m, t.db.groups())
+	if err != nil {
+		return err
+	}
+	t.m = m
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-tm.C:
+		return nil
+	}
+}
