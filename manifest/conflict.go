@@ -87,7 +87,7 @@ func (e *ConflictError) Unwrap() []error {
 //	Append        ok     ok     ok     X         ok     ok     ok      ok     ok
 //	Delete        ok     R/o    R/o    X         ok     ok     T/o     ok     ok
 //	Update        ok     R/o    R/o    X         T      ok     T/o     ok     ok
-//	Overwrite     ok     ok     ok     T         ok     T/key  ok      ok     ok
+//	Overwrite     T      T      T      T         ok     T/key  ok      ok     ok
 //	SchemaChange  ok     ok     T      X         T      ok     T       T      T
 //	UpdateConfig  ok     ok     ok     T/key     ok     T/key  ok      ok     ok
 //	Rewrite       ok     T/o    T/o    X         T      ok     T/o     T/cov  ok
@@ -99,7 +99,9 @@ func (e *ConflictError) Unwrap() []error {
 // configuration key; T/cov when an index covers a rewritten fragment; T/shard when both
 // merge the same WAL shard (the watermark check makes a merge exactly once); ok* a later
 // index of the same name replaces the earlier one. Create after anything is incompatible
-// (the table exists). It returns the resolution, the shared fragment ids and a reason.
+// (the table exists). Overwrite after a concurrent append, delete or update is retryable,
+// not compatible as in DESIGN §6: replacing the table must never silently drop rows
+// another writer committed after our read. It returns the resolution, the shared fragment ids and a reason.
 func Check(ours, theirs *Transaction) (Resolution, []uint32, string) {
 	o, t := ours.Op.Kind, theirs.Op.Kind
 	if o == OpCreate {
@@ -143,7 +145,12 @@ func Check(ours, theirs *Transaction) (Resolution, []uint32, string) {
 		}
 		return Compatible, nil, ""
 	case OpOverwrite:
-		if t == OpUpdateConfig {
+		switch t {
+		case OpAppend, OpDelete, OpUpdate:
+			// Replacing the table would silently drop rows (or undo changes) that another
+			// writer committed after our read: re-read and decide again.
+			return Retryable, nil, fmt.Sprintf("a concurrent %s changed the rows we would replace", t)
+		case OpUpdateConfig:
 			if k := sharedKeys(ours, theirs); len(k) > 0 {
 				return Retryable, nil, fmt.Sprintf("both set configuration keys %v", k)
 			}
