@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"slices"
 	"strings"
 	"time"
 
@@ -56,44 +57,80 @@ func unsupported(e ast.Node, what string) error {
 	return fmt.Errorf("%w: %s in %s", ErrUnsupported, what, exprText(e))
 }
 
-// column resolves a column name: an exact match first, else a unique
-// case-insensitive match. A qualifier, if any, must be the table "t".
+// columns returns the indices of the columns bound so far, ascending.
+func (b *binder) columns() []int {
+	out := make([]int, 0, len(b.used))
+	for i := range b.used {
+		out = append(out, i)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// column resolves a column used in a comparison or condition: its type
+// must be one filters compare (see domainOf).
 func (b *binder) column(e *ast.ColumnNameExpr) (*colRef, error) {
+	c, err := b.anyColumn(e)
+	if err != nil {
+		return nil, err
+	}
+	if c.dom, err = columnDomain(c.name, c.typ); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func columnDomain(name string, dt arrow.DataType) (colDomain, error) {
+	d, ok := domainOf(dt)
+	if !ok {
+		return colDomain{}, fmt.Errorf("%w: column %s has type %s, which filters do not support", ErrType, quoteIdent(name), dt)
+	}
+	return d, nil
+}
+
+// anyColumn resolves a column name: an exact match first, else a unique
+// case-insensitive match. A qualifier, if any, must be the table "t". The
+// column may have any type (dom is set only for types filters compare).
+func (b *binder) anyColumn(e *ast.ColumnNameExpr) (*colRef, error) {
 	n := e.Name
 	if n.Schema.O != "" || (n.Table.O != "" && n.Table.L != "t") {
 		return nil, fmt.Errorf("%w: %s: only columns of the scanned table can be referenced (qualifier %q)",
 			ErrUnknownColumn, exprText(e), n.Table.O)
 	}
-	name := n.Name.O
-	idx := -1
-	if exact := b.schema.FieldIndices(name); len(exact) == 1 {
-		idx = exact[0]
-	} else if len(exact) > 1 {
-		return nil, fmt.Errorf("%w: %s is ambiguous: the schema has %d fields of that name", ErrUnknownColumn, quoteIdent(name), len(exact))
-	} else {
-		var matches []int
-		for i, f := range b.schema.Fields() {
-			if strings.EqualFold(f.Name, name) {
-				matches = append(matches, i)
-			}
-		}
-		switch len(matches) {
-		case 0:
-			return nil, fmt.Errorf("%w: %s (schema has %s)", ErrUnknownColumn, quoteIdent(name), fieldList(b.schema))
-		case 1:
-			idx = matches[0]
-		default:
-			return nil, fmt.Errorf("%w: %s matches several fields case-insensitively (%s); write the exact name",
-				ErrUnknownColumn, quoteIdent(name), fieldList(b.schema))
-		}
+	idx, err := ResolveColumn(b.schema, n.Name.O)
+	if err != nil {
+		return nil, err
 	}
 	f := b.schema.Field(idx)
-	d, ok := domainOf(f.Type)
-	if !ok {
-		return nil, fmt.Errorf("%w: column %s has type %s, which filters do not support", ErrType, quoteIdent(f.Name), f.Type)
-	}
 	b.used[idx] = true
+	d, _ := domainOf(f.Type)
 	return &colRef{name: f.Name, idx: idx, typ: f.Type, dom: d}, nil
+}
+
+// ResolveColumn returns the index of the field of schema named name: the
+// exact match, else the only case-insensitive match. Errors wrap
+// ErrUnknownColumn (no match, or several: the message lists the schema's
+// fields).
+func ResolveColumn(schema *arrow.Schema, name string) (int, error) {
+	if exact := schema.FieldIndices(name); len(exact) == 1 {
+		return exact[0], nil
+	} else if len(exact) > 1 {
+		return -1, fmt.Errorf("%w: %s is ambiguous: the schema has %d fields of that name", ErrUnknownColumn, quoteIdent(name), len(exact))
+	}
+	var matches []int
+	for i, f := range schema.Fields() {
+		if strings.EqualFold(f.Name, name) {
+			matches = append(matches, i)
+		}
+	}
+	switch len(matches) {
+	case 0:
+		return -1, fmt.Errorf("%w: %s (schema has %s)", ErrUnknownColumn, quoteIdent(name), fieldList(schema))
+	case 1:
+		return matches[0], nil
+	}
+	return -1, fmt.Errorf("%w: %s matches several fields case-insensitively (%s); write the exact name",
+		ErrUnknownColumn, quoteIdent(name), fieldList(schema))
 }
 
 func fieldList(s *arrow.Schema) string {
@@ -229,6 +266,9 @@ func (b *binder) predicate(e ast.ExprNode) (node, error) {
 			return newLogic(e.Op == opcode.LogicAnd, l, r), nil
 		}
 		if op, ok := compareOps[e.Op]; ok {
+			if !simpleOperand(e.L) || !simpleOperand(e.R) {
+				return b.compareValues(e.L, op, e.R)
+			}
 			l, err := b.operand(e.L)
 			if err != nil {
 				return nil, err
@@ -262,6 +302,10 @@ func (b *binder) predicate(e ast.ExprNode) (node, error) {
 		}
 		x, err := b.predicate(e.Expr)
 		if err != nil {
+			// Not a condition: a value expression (a + b IS NULL)?
+			if v, verr := b.value(e.Expr, nil); verr == nil {
+				return &valIsNull{v: v, not: e.Not}, nil
+			}
 			return nil, err
 		}
 		return &isNull{x: x, not: e.Not}, nil
@@ -310,6 +354,19 @@ func unparen(e ast.ExprNode) ast.ExprNode {
 		}
 		e = p.Expr
 	}
+}
+
+// compareValues binds "l op r" where a side is an expression (a + 1 > b).
+func (b *binder) compareValues(le ast.ExprNode, op cmpOp, re ast.ExprNode) (node, error) {
+	l, err := b.value(le, nil)
+	if err != nil {
+		return nil, err
+	}
+	r, err := b.value(re, nil)
+	if err != nil {
+		return nil, err
+	}
+	return newCmpExpr(l, op, r)
 }
 
 // compare binds "l op r".

@@ -147,6 +147,8 @@ func scalarOf(dt arrow.DataType, v value) (scalar.Scalar, error) {
 		return scalar.NewUint32Scalar(uint32(v.u)), nil
 	case arrow.UINT64:
 		return scalar.NewUint64Scalar(v.u), nil
+	case arrow.FLOAT32:
+		return scalar.NewFloat32Scalar(float32(v.f)), nil
 	case arrow.FLOAT64:
 		return scalar.NewFloat64Scalar(v.f), nil
 	case arrow.BOOL:

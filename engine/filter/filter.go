@@ -1,11 +1,14 @@
 // Package filter parses SQL WHERE expressions, binds them to an Arrow
 // schema, evaluates them over record batches with arrow-go compute kernels,
 // and decides from per-column statistics whether a fragment, zone or batch
-// can hold a matching row.
+// can hold a matching row. It also parses and evaluates value expressions
+// (ParseValue: the right-hand side of UPDATE … SET column = expression).
 //
 // The language is the WHERE clause of MySQL as read by the TiDB parser:
 // comparisons (= != <> < <= > >=) between a column and a literal (either
-// order) or two columns; AND, OR, NOT (also &&, ||, !) with SQL three-valued
+// order) or two columns, and between value expressions (a + b > 10,
+// COALESCE(s, 'x') = 'x'; see ValueExpr; statistics never prune these);
+// expression IS [NOT] NULL; AND, OR, NOT (also &&, ||, !) with SQL three-valued
 // logic; [NOT] IN (literal, …); [NOT] BETWEEN; IS [NOT] NULL;
 // IS [NOT] TRUE/FALSE; [NOT] LIKE 'pattern' on strings (case-sensitive,
 // binary collation); a boolean column on its own; parentheses. Literals are
@@ -28,7 +31,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,9 +54,12 @@ var (
 	// ErrType: a literal or column cannot be compared with a column's type
 	// ('abc' with an int column), or a non-boolean is used as a condition.
 	ErrType = errors.New("filter: type mismatch")
-	// ErrUnsupported: valid SQL the filter does not evaluate (functions,
-	// arithmetic, subqueries, XOR, <=>, ILIKE, hex literals, …).
+	// ErrUnsupported: valid SQL the filter does not evaluate (functions
+	// other than COALESCE/IFNULL, subqueries, XOR, <=>, ILIKE, hex literals, …).
 	ErrUnsupported = errors.New("filter: unsupported expression")
+	// ErrArithmetic: evaluating a value expression overflowed its type or
+	// divided by zero (returned by Evaluate, naming the expression).
+	ErrArithmetic = errors.New("filter: arithmetic error")
 )
 
 // Expr is a WHERE expression bound to a schema. It is immutable and safe
@@ -98,39 +103,45 @@ func Parse(where string, schema *arrow.Schema) (*Expr, error) {
 	if schema == nil {
 		schema = arrow.NewSchema(nil, nil)
 	}
-	if strings.TrimSpace(where) == "" {
-		return nil, fmt.Errorf("%w: empty WHERE expression", ErrSyntax)
-	}
-	p := parsers.Get().(*parser.Parser)
-	stmts, _, err := p.ParseSQL(sqlPrefix + where)
-	parsers.Put(p)
+	cond, err := parseSQL(where, "WHERE")
 	if err != nil {
-		return nil, syntaxError(where, err)
-	}
-	if len(stmts) != 1 {
-		return nil, fmt.Errorf("%w: %d statements in %q: only a WHERE expression is allowed", ErrSyntax, len(stmts), where)
-	}
-	sel, ok := stmts[0].(*ast.SelectStmt)
-	if !ok || sel.Where == nil {
-		return nil, fmt.Errorf("%w: %q is not a WHERE expression", ErrSyntax, where)
-	}
-	cond := sel.Where
-	sel.Where = nil
-	if rest := restore(sel); rest != baseline {
-		return nil, fmt.Errorf("%w: %q has clauses after the WHERE expression (%s)", ErrSyntax, where,
-			strings.TrimSpace(strings.TrimPrefix(rest, baseline)))
+		return nil, err
 	}
 	b := &binder{schema: schema, used: map[int]bool{}}
 	root, err := b.predicate(cond)
 	if err != nil {
 		return nil, err
 	}
-	e := &Expr{root: root, schema: schema}
-	for i := range b.used {
-		e.cols = append(e.cols, i)
+	return &Expr{root: root, schema: schema, cols: b.columns()}, nil
+}
+
+// parseSQL parses text as one SQL expression (what is a noun for messages:
+// "WHERE" or "value"). It wraps the text as the WHERE clause of a SELECT,
+// which accepts every expression, and refuses anything after it.
+func parseSQL(text, what string) (ast.ExprNode, error) {
+	if strings.TrimSpace(text) == "" {
+		return nil, fmt.Errorf("%w: empty %s expression", ErrSyntax, what)
 	}
-	slices.Sort(e.cols)
-	return e, nil
+	p := parsers.Get().(*parser.Parser)
+	stmts, _, err := p.ParseSQL(sqlPrefix + text)
+	parsers.Put(p)
+	if err != nil {
+		return nil, syntaxError(text, err)
+	}
+	if len(stmts) != 1 {
+		return nil, fmt.Errorf("%w: %d statements in %q: only a %s expression is allowed", ErrSyntax, len(stmts), text, what)
+	}
+	sel, ok := stmts[0].(*ast.SelectStmt)
+	if !ok || sel.Where == nil {
+		return nil, fmt.Errorf("%w: %q is not a %s expression", ErrSyntax, text, what)
+	}
+	cond := sel.Where
+	sel.Where = nil
+	if rest := restore(sel); rest != baseline {
+		return nil, fmt.Errorf("%w: %q has clauses after the %s expression (%s)", ErrSyntax, text, what,
+			strings.TrimSpace(strings.TrimPrefix(rest, baseline)))
+	}
+	return cond, nil
 }
 
 var parserPos = regexp.MustCompile(`(?s)line (\d+) column (\d+) near "(.*)"`)
