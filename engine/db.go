@@ -42,6 +42,9 @@ type Options struct {
 	ScanParallelism int
 	// WriteRetries bounds how often Delete re-plans after a retryable conflict (default 10).
 	WriteRetries int
+	// PublishTimeout bounds one publish to the catalog (default 30 s). A publish that runs
+	// out leaves the version committed but unpublished and returns *UnknownError.
+	PublishTimeout time.Duration
 	// GroupTimeout is how long a writer waits for a pending multi-table group it meets
 	// before aborting it (default 30 s; a group whose writer died aborts sooner, when its
 	// lease expires).
@@ -71,6 +74,9 @@ func Open(ctx context.Context, store objstore.Store, opts Options) (*DB, error) 
 	}
 	if opts.WriteRetries <= 0 {
 		opts.WriteRetries = 10
+	}
+	if opts.PublishTimeout <= 0 {
+		opts.PublishTimeout = 30 * time.Second
 	}
 	if opts.GroupTimeout <= 0 {
 		opts.GroupTimeout = 30 * time.Second
@@ -127,6 +133,9 @@ func (db *DB) CreateTable(ctx context.Context, name string, schema *arrow.Schema
 	if err != nil {
 		return nil, err
 	}
+	if err := db.dropStalePointer(ctx, name); err != nil {
+		return nil, err
+	}
 	txn := manifest.NewTransaction(0, manifest.Operation{Kind: manifest.OpCreate, Schema: &ms})
 	m, stats, err := manifest.Commit(ctx, db.store, name, nil, txn, db.opts.Commit)
 	if errors.Is(err, manifest.ErrConflict) {
@@ -140,6 +149,29 @@ func (db *DB) CreateTable(ctx context.Context, name string, schema *arrow.Schema
 		return nil, err
 	}
 	return t, nil
+}
+
+// dropStalePointer removes a catalog pointer left for a table the store does not hold (its
+// objects were deleted by hand, or the store was replaced). Without this, creating the
+// table again would "publish" by finding the stale pointer already ahead.
+func (db *DB) dropStalePointer(ctx context.Context, name string) error {
+	if db.cat == nil {
+		return nil
+	}
+	p, _, err := db.cat.Get(ctx, name)
+	if errors.Is(err, catalog.ErrNoPointer) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := manifest.Head(ctx, db.store, name); !errors.Is(err, manifest.ErrTableNotFound) {
+		return err // nil: the table exists; the commit reports it
+	}
+	if err := db.cat.Delete(ctx, name); err != nil {
+		return fmt.Errorf("table %q: drop the stale catalog pointer to version %d: %w", name, p.Version, err)
+	}
+	return nil
 }
 
 // OpenTable opens a table at its published version (HEAD without a catalog, or when the

@@ -302,3 +302,32 @@ func TestOpenTableAtDropTableAndWidening(t *testing.T) {
 		t.Fatalf("recreate: %v", err)
 	}
 }
+
+// TestCreateAfterObjectsDeletedByHand: a table whose objects were removed outside Shale
+// leaves its catalog pointer behind; creating the table again replaces that stale pointer
+// instead of "publishing" by finding it ahead.
+func TestCreateAfterObjectsDeletedByHand(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, "")
+	tbl, err := db.CreateTable(ctx, "gone", kvSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRange(t, tbl, 0, 3)
+	objs, _ := db.Store().List(ctx, "gone/", 0)
+	for _, o := range objs {
+		db.Store().Delete(ctx, o.Key)
+	}
+	again, err := db.CreateTable(ctx, "gone", kvSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRange(t, again, 10, 12)
+	reopened, err := db.OpenTable(ctx, "gone")
+	if err != nil || reopened.Version() != 2 {
+		t.Fatalf("reopen: %v", err)
+	}
+	if got := ids(t, reopened, ""); fmt.Sprint(got) != "[10 11]" {
+		t.Fatalf("rows %v", got)
+	}
+}

@@ -132,6 +132,8 @@ func (t *Table) publish(ctx context.Context, m *manifest.Manifest, checksum uint
 	if t.db.cat == nil {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, t.db.opts.PublishTimeout)
+	defer cancel()
 	_, err := t.db.cat.FastForward(ctx, t.name, catalog.Pointer{Version: m.Version, ManifestKey: m.Key(), Checksum: checksum})
 	if err != nil {
 		return fmt.Errorf("table %q: version %d committed but not published: %w", t.name, m.Version, err)

@@ -18,7 +18,15 @@ import (
 // (ErrCorrupt).
 
 // FormatVersion is the metadata format this build writes and the newest it reads.
-const FormatVersion uint16 = 1
+// Format 2 uses integer CBOR keys for per-fragment records; format 1 (string keys) was
+// written only by pre-release builds and is refused rather than misread.
+const FormatVersion uint16 = 2
+
+// MinFormatVersion is the oldest metadata format this build reads.
+const MinFormatVersion uint16 = 2
+
+// ErrFormatTooOld: a stored object was written in a format this build no longer reads.
+var ErrFormatTooOld = errors.New("object format is older than this build supports")
 
 var (
 	magicManifest = [4]byte{'S', 'H', 'M', 'F'}
@@ -86,6 +94,8 @@ func unframe(magic [4]byte, b []byte, v any) error {
 	}
 	if f := binary.BigEndian.Uint16(b[4:6]); f > FormatVersion {
 		return fmt.Errorf("%w: format %d, this build reads up to %d", ErrFormatTooNew, f, FormatVersion)
+	} else if f < MinFormatVersion {
+		return fmt.Errorf("%w: format %d, this build reads %d to %d", ErrFormatTooOld, f, MinFormatVersion, FormatVersion)
 	}
 	if err := cborDec.Unmarshal(b[10:len(b)-4], v); err != nil {
 		return fmt.Errorf("%w: %v", ErrCorrupt, err)

@@ -110,7 +110,7 @@ func TestEncodeDecodeAndCorruption(t *testing.T) {
 		if !errors.As(err, &oe) || oe.Key != m.Key() || !strings.Contains(err.Error(), m.Key()) {
 			t.Fatalf("flipped byte %d: error does not name the object: %v", i, err)
 		}
-		if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrFormatTooNew) {
+		if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrFormatTooNew) && !errors.Is(err, ErrFormatTooOld) {
 			t.Fatalf("flipped byte %d: %v", i, err)
 		}
 	}
@@ -122,6 +122,15 @@ func TestEncodeDecodeAndCorruption(t *testing.T) {
 	c[len(c)-4], c[len(c)-3], c[len(c)-2], c[len(c)-1] = byte(sum>>24), byte(sum>>16), byte(sum>>8), byte(sum)
 	if _, err := DecodeManifest("t", 1, m.Key(), c); !errors.Is(err, ErrFormatTooNew) {
 		t.Fatalf("newer format: %v", err)
+	}
+	// An older format (pre-release string keys) is refused, not misread as empty.
+	c = append([]byte(nil), b[:len(b)-4]...)
+	c[5] = byte(MinFormatVersion - 1)
+	c = append(c, 0, 0, 0, 0)
+	sum = Checksum(c[:len(c)-4])
+	c[len(c)-4], c[len(c)-3], c[len(c)-2], c[len(c)-1] = byte(sum>>24), byte(sum>>16), byte(sum>>8), byte(sum)
+	if _, err := DecodeManifest("t", 1, m.Key(), c); !errors.Is(err, ErrFormatTooOld) {
+		t.Fatalf("older format: %v", err)
 	}
 	// A manifest stored under another version's name is refused.
 	if _, err := DecodeManifest("t", 2, ManifestKey("t", 2), b); !errors.Is(err, ErrCorrupt) {

@@ -24,6 +24,7 @@ import (
 // app holds the global flags and the connections one command uses.
 type app struct {
 	stdout, stderr io.Writer
+	readOnly       bool // the command only reads: skip the store's write probe
 
 	// Global flags.
 	homeFlag  string
@@ -78,6 +79,12 @@ func (a *app) rootCommand() *cobra.Command {
 				return &usageError{err}
 			}
 			a.started = true
+			// Commands that only read open the store without the put-if-absent probe, so a
+			// read-only store (or read-only credentials) can still be queried.
+			switch cmd.Name() {
+			case "query", "versions", "inspect", "status":
+				a.readOnly = true
+			}
 			return a.resolveHome()
 		},
 	}
@@ -177,7 +184,7 @@ func (a *app) open(ctx context.Context) (*engine.DB, error) {
 	}
 	a.coord = c
 	a.closer = append(a.closer, func() { c.Close() })
-	s, err := objstore.Open(ctx, a.storeURL(), objstore.Options{})
+	s, err := objstore.Open(ctx, a.storeURL(), objstore.Options{ReadOnly: a.readOnly})
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", a.storeURL(), err)
 	}

@@ -183,8 +183,14 @@ func (a *app) importFile(ctx context.Context, path, table string, opts importOpt
 		p.finish()
 	}
 	if err != nil {
-		if res.Created {
-			err = fmt.Errorf("%w (table %q was created at version %d with no rows)", err, table, t.Version())
+		var ue *engine.UnknownError
+		switch {
+		case errors.As(err, &ue) && ue.Committed:
+			err = fmt.Errorf("%w (the %d rows ARE committed as version %d of %q, only not yet published; do not import them again: the next write to the table publishes them)", err, rdr.rows, ue.Version, table)
+		case errors.As(err, &ue):
+			err = fmt.Errorf("%w (the rows may or may not have been committed; check `shale versions %s` before importing again)", err, table)
+		case res.Created:
+			err = fmt.Errorf("%w (table %q was created at version 1 with no rows)", err, table)
 		}
 		return nil, err
 	}

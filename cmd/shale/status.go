@@ -46,6 +46,8 @@ and makes the command fail after printing the rest.`,
 			for _, s := range sts {
 				state := "in sync"
 				switch {
+				case s.Published > s.Head:
+					state = "CORRUPT: HEAD below published"
 				case s.Published == 0:
 					state = "never published"
 				case s.Drift > 0:
