@@ -108,6 +108,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.statusCommand(),
 		a.demoCommand(),
 		a.benchCommand(),
+		a.dropCommand(),
 	)
 	// Usage errors from cobra's own checks (arguments, required flags) get exit status 2.
 	for _, c := range root.Commands() {
