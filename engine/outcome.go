@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/shale-db/shale/internal/failpoint"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
 )
@@ -69,6 +70,12 @@ func OutcomeOf(err error) Outcome {
 	return Rejected
 }
 
+// Failpoint seams around the publish (internal/failpoint).
+var (
+	seamBeforePublish = failpoint.Seam("engine.before_publish")
+	seamAfterPublish  = failpoint.Seam("engine.after_publish")
+)
+
 // unknownRetries is how often commit re-runs the commit loop with the same transaction
 // after an unknown manifest put before giving the decision to the caller.
 const unknownRetries = 3
@@ -88,11 +95,22 @@ func (t *Table) commit(ctx context.Context, txn manifest.Transaction) (CommitRes
 		stats manifest.CommitStats
 		err   error
 	)
+	unknown := false
 	for attempt := 0; ; attempt++ {
 		m, stats, err = manifest.Commit(ctx, t.db.store, t.name, t.m, txn, opts)
-		if err == nil || !errors.Is(err, manifest.ErrCommitUnknown) {
+		if err == nil {
 			break
 		}
+		if !errors.Is(err, manifest.ErrCommitUnknown) {
+			// After an unknown attempt, only a conflict proves ours did not land (the
+			// commit loop read every version it could have landed at); any other failure
+			// leaves the outcome unknown.
+			if unknown && !errors.Is(err, manifest.ErrConflict) {
+				return CommitResult{}, &UnknownError{Table: t.name, Txn: txn, Err: err}
+			}
+			break
+		}
+		unknown = true
 		if attempt >= unknownRetries || ctx.Err() != nil {
 			return CommitResult{}, &UnknownError{Table: t.name, Txn: txn, Err: err}
 		}
@@ -134,7 +152,13 @@ func (t *Table) publish(ctx context.Context, m *manifest.Manifest, checksum uint
 	}
 	ctx, cancel := context.WithTimeout(ctx, t.db.opts.PublishTimeout)
 	defer cancel()
+	if err := seamBeforePublish.Inject(ctx); err != nil {
+		return err
+	}
 	_, err := t.db.cat.FastForward(ctx, t.name, catalog.Pointer{Version: m.Version, ManifestKey: m.Key(), Checksum: checksum})
+	if err == nil {
+		err = seamAfterPublish.Inject(ctx)
+	}
 	if err != nil {
 		return fmt.Errorf("table %q: version %d committed but not published: %w", t.name, m.Version, err)
 	}

@@ -7,7 +7,15 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/shale-db/shale/internal/failpoint"
 	"github.com/shale-db/shale/internal/objstore"
+)
+
+// Failpoint seams of the commit loop (internal/failpoint; free unless enabled).
+var (
+	seamBeforeTxnPut     = failpoint.Seam("manifest.before_txn_put")
+	seamBeforeVersionPut = failpoint.Seam("manifest.before_version_put")
+	seamAfterVersionPut  = failpoint.Seam("manifest.after_version_put")
 )
 
 // ErrCommitUnknown: the manifest put's outcome could not be decided (the store did not
@@ -91,6 +99,20 @@ func Commit(ctx context.Context, s objstore.Store, table string, read *Manifest,
 	opts = opts.withDefaults()
 	var stats CommitStats
 	parent := read
+	// A retry may start from a version that already includes an earlier attempt of this
+	// transaction: look for it between the transaction's read version and ours.
+	if read != nil {
+		for v := txn.ReadVersion + 1; v <= read.Version; v++ {
+			m, err := Load(ctx, s, table, v)
+			if err != nil {
+				return nil, stats, err
+			}
+			if m.Txn.ID == txn.ID {
+				stats.Checksum = m.checksum
+				return m, stats, nil
+			}
+		}
+	}
 	losses := 0
 	for stats.Attempts < opts.MaxAttempts {
 		if err := ctx.Err(); err != nil {
@@ -105,6 +127,9 @@ func Commit(ctx context.Context, s objstore.Store, table string, read *Manifest,
 		if err != nil {
 			return nil, stats, err
 		}
+		if err := seamBeforeTxnPut.Inject(ctx); err != nil {
+			return nil, stats, err
+		}
 		if err := s.Put(ctx, next.TxnKey, rec); err != nil {
 			return nil, stats, fmt.Errorf("table %q: write transaction record: %w", table, err)
 		}
@@ -112,7 +137,17 @@ func Commit(ctx context.Context, s objstore.Store, table string, read *Manifest,
 		if err != nil {
 			return nil, stats, err
 		}
+		if err := seamBeforeVersionPut.Inject(ctx); err != nil {
+			return nil, stats, err
+		}
 		err = s.PutIfAbsent(ctx, next.Key(), body)
+		if err == nil {
+			err = seamAfterVersionPut.Inject(ctx)
+			if err != nil {
+				// Landed, but this process is told otherwise: the read-back below decides.
+				err = &objstore.Error{Op: objstore.OpPutIfAbsent, Store: s.URL(), Key: next.Key(), Class: objstore.ErrOutcomeUnknown, Err: err}
+			}
+		}
 		switch {
 		case err == nil:
 			stats.Checksum = Checksum(body)
@@ -122,11 +157,10 @@ func Commit(ctx context.Context, s objstore.Store, table string, read *Manifest,
 			// Somebody holds version N, or we may. Read it to find out whose it is.
 			winner, lerr := Load(ctx, s, table, next.Version)
 			if lerr != nil {
-				if errors.Is(err, objstore.ErrOutcomeUnknown) || errors.Is(lerr, ErrVersionNotFound) {
-					return nil, stats, &ObjectError{Table: table, Version: next.Version, Key: next.Key(),
-						Err: fmt.Errorf("%w: transaction %s: %v; read-back: %v", ErrCommitUnknown, txn.ID, err, lerr)}
-				}
-				return nil, stats, lerr
+				// Version N is taken (or may be), and we cannot read whose it is: it may be
+				// an earlier attempt of this transaction.
+				return nil, stats, &ObjectError{Table: table, Version: next.Version, Key: next.Key(),
+					Err: fmt.Errorf("%w: transaction %s: %v; read-back: %w", ErrCommitUnknown, txn.ID, err, lerr)}
 			}
 			if winner.Txn.ID == txn.ID {
 				stats.Checksum = winner.checksum
