@@ -331,3 +331,39 @@ func TestCreateAfterObjectsDeletedByHand(t *testing.T) {
 		t.Fatalf("rows %v", got)
 	}
 }
+
+// TestDeleteSeesCommittedUnpublishedRows: rows committed by a writer that died before
+// publishing are committed; a later delete must see and delete them, not publish them
+// alongside a delete that claims they are gone.
+func TestDeleteSeesCommittedUnpublishedRows(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, "")
+	tbl, err := db.CreateTable(ctx, "dead", kvSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRange(t, tbl, 0, 3)
+	// A writer commits ids 10..12 and dies before its publish.
+	rec := kvBatch(10, 13)
+	rdr := recordReader(rec)
+	frags, _, err := tbl.writeFragments(ctx, rdr, tbl.Schema(), tbl.m.Schema.FieldIDs)
+	rdr.Release()
+	rec.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := manifest.Commit(ctx, db.store, "dead", tbl.m, manifest.NewTransaction(tbl.m.Version, manifest.Operation{Kind: manifest.OpAppend, NewFragments: frags}), manifest.CommitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h := mustOpen(t, db, "dead") // the published version: ids 0..2 only
+	res, err := h.Delete(ctx, "id >= 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Rows != 5 {
+		t.Fatalf("deleted %d rows, want 5 (2 published + 3 committed unpublished)", res.Rows)
+	}
+	if got := ids(t, mustOpen(t, db, "dead"), ""); fmt.Sprint(got) != "[0]" {
+		t.Fatalf("rows after delete %v", got)
+	}
+}

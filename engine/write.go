@@ -198,7 +198,7 @@ func (t *Table) Overwrite(ctx context.Context, rdr array.RecordReader) (CommitRe
 	return res, err
 }
 
-// Delete marks the live rows matching where as deleted: each touched fragment gets a new
+// Delete marks the rows matching where in the table's latest version (HEAD) as deleted: each touched fragment gets a new
 // deletion vector (old ∪ new), and a fragment with no live rows left is dropped, all in one
 // new version. Statistics prune fragments and batches that cannot match. A retryable
 // conflict (another delete changed the same fragment) re-plans at HEAD, up to
@@ -210,6 +210,12 @@ func (t *Table) Delete(ctx context.Context, where string) (CommitResult, error) 
 	}
 	if where == "" {
 		return CommitResult{}, fmt.Errorf("table %q: delete needs a WHERE expression (use \"true\" to delete every row)", t.name)
+	}
+	// Plan against HEAD, not only the published version this handle may hold: versions
+	// committed but not yet published (a writer that died before publishing) are
+	// committed, and the delete must see their rows too.
+	if err := t.refreshHead(ctx); err != nil {
+		return CommitResult{}, err
 	}
 	for attempt := 0; ; attempt++ {
 		op, deleted, err := t.planDelete(ctx, where)
