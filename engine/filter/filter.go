@@ -103,12 +103,12 @@ func Parse(where string, schema *arrow.Schema) (*Expr, error) {
 	if schema == nil {
 		schema = arrow.NewSchema(nil, nil)
 	}
-	cond, err := parseSQL(where, "WHERE")
-	if err != nil {
-		return nil, err
-	}
 	b := &binder{schema: schema, used: map[int]bool{}}
-	root, err := b.predicate(cond)
+	var root node
+	err := parseSQL(where, "WHERE", func(cond ast.ExprNode) (err error) {
+		root, err = b.predicate(cond)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -116,32 +116,34 @@ func Parse(where string, schema *arrow.Schema) (*Expr, error) {
 }
 
 // parseSQL parses text as one SQL expression (what is a noun for messages:
-// "WHERE" or "value"). It wraps the text as the WHERE clause of a SELECT,
-// which accepts every expression, and refuses anything after it.
-func parseSQL(text, what string) (ast.ExprNode, error) {
+// "WHERE" or "value") and calls bind with it. It wraps the text as the
+// WHERE clause of a SELECT, which accepts every expression, and refuses
+// anything after it. The tree is only valid during bind: the parser, which
+// reuses its memory for the next statement, goes back to the pool after.
+func parseSQL(text, what string, bind func(ast.ExprNode) error) error {
 	if strings.TrimSpace(text) == "" {
-		return nil, fmt.Errorf("%w: empty %s expression", ErrSyntax, what)
+		return fmt.Errorf("%w: empty %s expression", ErrSyntax, what)
 	}
 	p := parsers.Get().(*parser.Parser)
+	defer parsers.Put(p)
 	stmts, _, err := p.ParseSQL(sqlPrefix + text)
-	parsers.Put(p)
 	if err != nil {
-		return nil, syntaxError(text, err)
+		return syntaxError(text, err)
 	}
 	if len(stmts) != 1 {
-		return nil, fmt.Errorf("%w: %d statements in %q: only a %s expression is allowed", ErrSyntax, len(stmts), text, what)
+		return fmt.Errorf("%w: %d statements in %q: only a %s expression is allowed", ErrSyntax, len(stmts), text, what)
 	}
 	sel, ok := stmts[0].(*ast.SelectStmt)
 	if !ok || sel.Where == nil {
-		return nil, fmt.Errorf("%w: %q is not a %s expression", ErrSyntax, text, what)
+		return fmt.Errorf("%w: %q is not a %s expression", ErrSyntax, text, what)
 	}
 	cond := sel.Where
 	sel.Where = nil
 	if rest := restore(sel); rest != baseline {
-		return nil, fmt.Errorf("%w: %q has clauses after the %s expression (%s)", ErrSyntax, text, what,
+		return fmt.Errorf("%w: %q has clauses after the %s expression (%s)", ErrSyntax, text, what,
 			strings.TrimSpace(strings.TrimPrefix(rest, baseline)))
 	}
-	return cond, nil
+	return bind(cond)
 }
 
 var parserPos = regexp.MustCompile(`(?s)line (\d+) column (\d+) near "(.*)"`)

@@ -56,12 +56,12 @@ func ParseValue(expr string, schema *arrow.Schema, target arrow.DataType) (*Valu
 	if schema == nil {
 		schema = arrow.NewSchema(nil, nil)
 	}
-	e, err := parseSQL(expr, "value")
-	if err != nil {
-		return nil, err
-	}
 	b := &binder{schema: schema, used: map[int]bool{}}
-	root, err := b.value(e, target)
+	var root vnode
+	err := parseSQL(expr, "value", func(e ast.ExprNode) (err error) {
+		root, err = b.value(e, target)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -164,7 +164,7 @@ func (ev *evaluator) intArith(what fmt.Stringer, op arithOp, l, r arrow.Array) (
 	for i := range valid {
 		valid[i] = l.IsValid(i) && r.IsValid(i)
 	}
-	fail := func(i int, a, b any, err error) error {
+	fail := func(a, b any, err error) error {
 		return fmt.Errorf("%w: %s: %v %s %v: %v", ErrArithmetic, what, a, arithText[op], b, err)
 	}
 	switch l := l.(type) {
@@ -175,7 +175,7 @@ func (ev *evaluator) intArith(what fmt.Stringer, op arithOp, l, r arrow.Array) (
 			if valid[i] {
 				v, err := intOp(op, l.Value(i), rv.Value(i))
 				if err != nil {
-					return nil, fail(i, l.Value(i), rv.Value(i), err)
+					return nil, fail(l.Value(i), rv.Value(i), err)
 				}
 				out[i] = v
 			}
@@ -191,7 +191,7 @@ func (ev *evaluator) intArith(what fmt.Stringer, op arithOp, l, r arrow.Array) (
 			if valid[i] {
 				v, err := uintOp(op, l.Value(i), rv.Value(i))
 				if err != nil {
-					return nil, fail(i, l.Value(i), rv.Value(i), err)
+					return nil, fail(l.Value(i), rv.Value(i), err)
 				}
 				out[i] = v
 			}

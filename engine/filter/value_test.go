@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"math/rand"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -516,5 +517,54 @@ func TestCastIgnoresValuesUnderNulls(t *testing.T) {
 			t.Errorf("%q = %v", c.expr, got)
 		}
 		arr.Release()
+	}
+}
+
+// TestParseConcurrently: parsers are pooled and reuse their memory; parses on several
+// goroutines at once must each bind their own text (run with -race).
+func TestParseConcurrently(t *testing.T) {
+	schema := testSchema()
+	texts := []string{"i64 + 1 > 5", "s = 'x' OR i16 IN (1, 2)", "f64 BETWEEN 1 AND 2", "ts > '2006-01-02'", "NOT b"}
+	values := []string{"i64 * 2", "CASE WHEN b THEN s ELSE ls END", "COALESCE(i16, u32, 7)", "-f32"}
+	want := map[string]string{}
+	for _, w := range texts {
+		e, err := Parse(w, schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[w] = e.String()
+	}
+	for _, v := range values {
+		e, err := ParseValue(v, schema, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[v] = e.String()
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 100; i++ {
+				w, v := texts[(g+i)%len(texts)], values[(g+i)%len(values)]
+				e, err := Parse(w, schema)
+				if err != nil || e.String() != want[w] {
+					errs <- fmt.Errorf("Parse(%q) = %v, %v; want %s", w, e, err, want[w])
+					return
+				}
+				ve, err := ParseValue(v, schema, nil)
+				if err != nil || ve.String() != want[v] {
+					errs <- fmt.Errorf("ParseValue(%q) = %v, %v; want %s", v, ve, err, want[v])
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
