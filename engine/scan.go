@@ -233,11 +233,16 @@ func (p *scanPlan) readBatch(ctx context.Context, st *scanState, task batchTask)
 	}
 	df := &task.frag.Files[task.fileIdx]
 	schema := t.Schema()
-	fileCols := make([]int, len(p.readCols))
+	// A nullable column added (AddColumns) after the file was written reads as nulls.
+	fileCols := make([]int, 0, len(p.readCols))
+	recCol := make([]int, len(p.readCols)) // column of rec holding readCols[i], -1 = all null
 	for i, c := range p.readCols {
-		fileCols[i] = indexOf(df.FieldIDs, t.m.Schema.FieldIDs[c])
-		if fileCols[i] < 0 {
-			return nil, nil, t.dataError(df.Key, fmt.Errorf("data file lacks column %q", schema.Field(c).Name))
+		recCol[i] = -1
+		if fc := indexOf(df.FieldIDs, t.m.Schema.FieldIDs[c]); fc >= 0 {
+			recCol[i] = len(fileCols)
+			fileCols = append(fileCols, fc)
+		} else if !schema.Field(c).Nullable {
+			return nil, nil, t.dataError(df.Key, fmt.Errorf("data file lacks non-nullable column %q", schema.Field(c).Name))
 		}
 	}
 	rec, err := fs.rd.ReadBatch(task.batch, fileCols)
@@ -249,10 +254,17 @@ func (p *scanPlan) readBatch(ctx context.Context, st *scanState, task batchTask)
 		return nil, nil, t.dataError(df.Key, fmt.Errorf("%w: batch %d has %d rows, manifest says %d", fragment.ErrCorrupt, task.batch, rec.NumRows(), task.rows))
 	}
 	fields := make([]arrow.Field, len(p.readCols))
+	cols := make([]arrow.Array, len(p.readCols))
 	for i, c := range p.readCols {
 		fields[i] = schema.Field(c)
+		if recCol[i] >= 0 {
+			cols[i] = rec.Column(recCol[i])
+		} else {
+			cols[i] = array.MakeArrayOfNull(t.db.opts.Allocator, fields[i].Type, int(rec.NumRows()))
+			defer cols[i].Release()
+		}
 	}
-	named := array.NewRecordBatch(arrow.NewSchema(fields, nil), rec.Columns(), rec.NumRows())
+	named := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, rec.NumRows())
 	rec.Release()
 
 	var mask *array.Boolean

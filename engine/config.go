@@ -1,0 +1,71 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/shale-db/shale/manifest"
+)
+
+// ErrInvalidConfig: a configuration change with an empty key, or a key both set and deleted.
+var ErrInvalidConfig = errors.New("invalid configuration change")
+
+// Config returns a copy of the table's configuration (key → value) at this version; never nil.
+func (t *Table) Config() map[string]string {
+	c := maps.Clone(t.m.Config)
+	if c == nil {
+		c = map[string]string{}
+	}
+	return c
+}
+
+// UpdateConfig sets the keys of upserts and deletes the keys of deletes (deleting an absent
+// key is allowed) in one new version, an OpUpdateConfig transaction that touches no data.
+// Concurrent changes to other keys, and any data change, are merged by the commit loop.
+// A concurrent change to one of the same keys (or an Overwrite setting it) is not
+// retried: the error is a *manifest.ConflictError wrapping manifest.ErrRetryable naming
+// both transactions, the handle stays at its version, and the caller decides (Refresh,
+// look at Config, try again). An empty change commits nothing.
+// Errors: ErrInvalidConfig, ErrReadOnly, *manifest.ConflictError, store errors.
+func (t *Table) UpdateConfig(ctx context.Context, upserts map[string]string, deletes []string) (CommitResult, error) {
+	if t.readOnly {
+		return CommitResult{}, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
+	}
+	op, err := planConfig(upserts, deletes)
+	if err != nil {
+		return CommitResult{}, fmt.Errorf("table %q: %w", t.name, err)
+	}
+	if len(op.Config) == 0 && len(op.ConfigDeletes) == 0 {
+		return CommitResult{Version: t.m.Version}, nil
+	}
+	return t.commit(ctx, manifest.NewTransaction(t.m.Version, op))
+}
+
+// planConfig validates a configuration change and returns its operation (deletes sorted
+// and deduplicated).
+func planConfig(upserts map[string]string, deletes []string) (manifest.Operation, error) {
+	op := manifest.Operation{Kind: manifest.OpUpdateConfig}
+	for k, v := range upserts {
+		if k == "" {
+			return op, fmt.Errorf("%w: empty key (value %q)", ErrInvalidConfig, v)
+		}
+	}
+	for _, k := range deletes {
+		if k == "" {
+			return op, fmt.Errorf("%w: empty key to delete", ErrInvalidConfig)
+		}
+		if _, ok := upserts[k]; ok {
+			return op, fmt.Errorf("%w: key %q is both set and deleted", ErrInvalidConfig, k)
+		}
+	}
+	if len(upserts) > 0 {
+		op.Config = maps.Clone(upserts)
+	}
+	if len(deletes) > 0 {
+		op.ConfigDeletes = slices.Compact(slices.Sorted(slices.Values(deletes)))
+	}
+	return op, nil
+}

@@ -1,0 +1,119 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"testing"
+
+	"github.com/shale-db/shale/manifest"
+)
+
+func TestConfigRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, "")
+	tbl, err := db.CreateTable(ctx, "cfg", kvSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := tbl.Config(); c == nil || len(c) != 0 {
+		t.Fatalf("new table config %v", c)
+	}
+	res, err := tbl.UpdateConfig(ctx, map[string]string{"a": "1", "b": "2", "c": ""}, nil)
+	if err != nil || res.Version != 2 || !res.Published {
+		t.Fatalf("UpdateConfig: %+v %v", res, err)
+	}
+	want := map[string]string{"a": "1", "b": "2", "c": ""}
+	if !maps.Equal(tbl.Config(), want) || tbl.Manifest().Txn.Op.Kind != manifest.OpUpdateConfig {
+		t.Fatalf("config %v, transaction %s", tbl.Config(), tbl.Manifest().Txn.Op.Kind)
+	}
+	tbl.Config()["a"] = "changed" // a copy
+	// Data operations keep the configuration.
+	appendRange(t, tbl, 0, 10)
+	res, err = tbl.UpdateConfig(ctx, map[string]string{"a": "3"}, []string{"b", "zz", "b"})
+	if err != nil || res.Version != 4 {
+		t.Fatalf("UpdateConfig: %+v %v", res, err)
+	}
+	if op := tbl.Manifest().Txn.Op; fmt.Sprint(op.ConfigDeletes) != "[b zz]" {
+		t.Fatalf("deletes %v", op.ConfigDeletes)
+	}
+	want = map[string]string{"a": "3", "c": ""}
+	reopened, err := db.OpenTable(ctx, "cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(tbl.Config(), want) || !maps.Equal(reopened.Config(), want) {
+		t.Fatalf("config %v, reopened %v, want %v", tbl.Config(), reopened.Config(), want)
+	}
+	old, _ := tbl.Checkout(ctx, 3)
+	if !maps.Equal(old.Config(), map[string]string{"a": "1", "b": "2", "c": ""}) {
+		t.Fatalf("version 3 config %v", old.Config())
+	}
+	// Nothing to change commits nothing; bad changes are refused.
+	if res, err := tbl.UpdateConfig(ctx, nil, nil); err != nil || res.Version != 4 {
+		t.Fatalf("empty change: %+v %v", res, err)
+	}
+	for _, bad := range []struct {
+		up  map[string]string
+		del []string
+	}{{map[string]string{"": "x"}, nil}, {nil, []string{""}}, {map[string]string{"a": "1"}, []string{"a"}}} {
+		if _, err := tbl.UpdateConfig(ctx, bad.up, bad.del); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("UpdateConfig(%v, %v): %v", bad.up, bad.del, err)
+		}
+	}
+	if _, err := old.UpdateConfig(ctx, map[string]string{"x": "1"}, nil); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("read-only: %v", err)
+	}
+	if head, _ := manifest.Head(ctx, db.Store(), "cfg"); head != 4 {
+		t.Fatalf("HEAD %d", head)
+	}
+}
+
+// TestConfigConflicts: concurrent changes to different keys (or to data) both commit;
+// a concurrent change to the same key — set or deleted — is a retryable conflict
+// returned to the caller, naming both transactions and the key.
+func TestConfigConflicts(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, "")
+	if _, err := db.CreateTable(ctx, "cc", kvSchema); err != nil {
+		t.Fatal(err)
+	}
+	h1, h2 := twoHandles(t, db, "cc")
+	h3, h4 := twoHandles(t, db, "cc")
+	if _, err := h1.UpdateConfig(ctx, map[string]string{"k": "1", "j": "1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for name, h := range map[string]func() (CommitResult, error){
+		"set":    func() (CommitResult, error) { return h2.UpdateConfig(ctx, map[string]string{"k": "2"}, nil) },
+		"delete": func() (CommitResult, error) { return h3.UpdateConfig(ctx, nil, []string{"k"}) },
+	} {
+		res, err := h()
+		var ce *manifest.ConflictError
+		if !errors.Is(err, manifest.ErrRetryable) || !errors.As(err, &ce) || ce.Theirs.Op.Kind != manifest.OpUpdateConfig ||
+			!strings.Contains(err.Error(), "[k]") {
+			t.Fatalf("%s of the same key: %+v %v, want a retryable conflict naming key k", name, res, err)
+		}
+	}
+	if h2.Version() != 1 || h3.Version() != 1 {
+		t.Fatalf("handles moved to %d, %d after a conflict", h2.Version(), h3.Version())
+	}
+	// Other keys merge; a data change in between does not conflict either.
+	appendRange(t, h4, 0, 5)
+	res, err := h2.UpdateConfig(ctx, map[string]string{"other": "x"}, nil)
+	if err != nil || len(res.Rebased) != 2 {
+		t.Fatalf("other key: %+v %v", res, err)
+	}
+	// After a refresh the caller can retry the conflicting change.
+	if err := h3.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h3.UpdateConfig(ctx, nil, []string{"k"}); err != nil {
+		t.Fatal(err)
+	}
+	head, _ := db.OpenTable(ctx, "cc")
+	if want := map[string]string{"j": "1", "other": "x"}; !maps.Equal(head.Config(), want) || mustCount(t, head, "") != 5 {
+		t.Fatalf("final config %v, rows %d", head.Config(), mustCount(t, head, ""))
+	}
+}
