@@ -103,6 +103,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.importCommand(),
 		a.queryCommand(),
 		a.deleteCommand(),
+		a.updateCommand(),
 		a.versionsCommand(),
 		a.inspectCommand(),
 		a.statusCommand(),
