@@ -14,6 +14,16 @@
 //	        1,000): latency and store/etcd requests. Target: 1 GET at every N.
 //	commit  one small AppendRecord on those tables: latency and requests by kind. Target:
 //	        the same requests at every N.
+//	txn     (on request; not in DefaultSuites) commit throughput of 1, 2 and 4 writer
+//	        processes appending to one table (commits/s, put-if-absent attempts and rebased
+//	        versions per commit, latency percentiles, requests per commit), and OpenTable and
+//	        one small append on histories of 10, 1,000 and 10,000 versions built by
+//	        UpdateConfig (the manifest does not grow), plus append-built histories of 10 and
+//	        1,000 versions for information. Target: 10,000 versions within 1.1× of 10.
+//
+// Writer processes are the running binary re-executed with SHALE_BENCH_WRITER set: this
+// package's init turns such a process into a writer before main (or TestMain) runs, so any
+// binary that links the package (the test binary, shale) can host them.
 //
 // Every engine variant runs alternately with its baselines, repetition by repetition, and
 // figures are medians. Targets are reported (Report.Checks), never asserted.

@@ -28,6 +28,7 @@ type Report struct {
 	Import   *SuiteResult    // nil when the suite did not run
 	Scan     *SuiteResult    // nil when the suite did not run
 	History  []HistoryResult // one per history size (open and commit suites)
+	Txn      *TxnResult      // nil when the suite did not run
 	Checks   []Check         // the acceptance targets, measured
 	// LoadStart and LoadEnd are /proc/loadavg at the start and end of the run ("" =
 	// unknown): other work on the machine shows up here and in the spread of times.
@@ -140,6 +141,9 @@ func checks(r Report) []Check {
 		out = append(out, Check{Name: "store requests per commit (one small append)", Target: "the same at every history size",
 			Measured: strings.Join(commits, "; "), Met: commitOK})
 	}
+	if r.Txn != nil {
+		out = append(out, txnChecks(r.Txn)...)
+	}
 	return out
 }
 
@@ -210,6 +214,10 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 				reqs, group(s.Requests.BytesWritten), countString(s.Etcd), h.BuildTime.Round(time.Millisecond))
 		}
 		p.f("\n")
+	}
+	if r.Txn != nil {
+		p.f("### Transactions\n\n")
+		p.txn(r.Txn)
 	}
 	return p.err
 }

@@ -22,8 +22,26 @@ var (
 	reportRows     = flag.Int("shale.rows", 0, "rows of data (0 = all)")
 	reportReps     = flag.Int("shale.reps", DefaultReps, "repetitions per variant")
 	reportVersions = flag.String("shale.versions", "10,1000", "history sizes, comma-separated")
-	reportSuites   = flag.String("shale.suites", "", "suites, comma-separated (default all)")
+	reportSuites   = flag.String("shale.suites", "", "suites, comma-separated (default import,scan,open,commit; txn on request)")
+	reportWriters  = flag.String("shale.txn.writers", "1,2,4", "txn suite: writer process counts, comma-separated")
+	reportTxnVers  = flag.String("shale.txn.versions", "10,1000,10000", "txn suite: configuration-built history sizes")
+	reportTxnApp   = flag.String("shale.txn.append-versions", "10,1000", "txn suite: append-built history sizes (information)")
+	reportWindow   = flag.Duration("shale.txn.window", DefaultTxnWindow, "txn suite: how long each writer appends per window")
+	reportTxnReps  = flag.Int("shale.txn.reps", DefaultTxnReps, "txn suite: windows per writer count")
 )
+
+func intList(t *testing.T, flagName, s string) []int {
+	t.Helper()
+	var out []int
+	for _, v := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			t.Fatalf("-%s: %v", flagName, err)
+		}
+		out = append(out, n)
+	}
+	return out
+}
 
 func TestReport(t *testing.T) {
 	if *reportOut == "" {
@@ -39,13 +57,11 @@ func TestReport(t *testing.T) {
 	if cfg.Data == "" {
 		cfg.Data = flightsPath()
 	}
-	for _, v := range strings.Split(*reportVersions, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil {
-			t.Fatalf("-shale.versions: %v", err)
-		}
-		cfg.Versions = append(cfg.Versions, n)
-	}
+	cfg.Versions = intList(t, "shale.versions", *reportVersions)
+	cfg.TxnWriters = intList(t, "shale.txn.writers", *reportWriters)
+	cfg.TxnVersions = intList(t, "shale.txn.versions", *reportTxnVers)
+	cfg.TxnAppendVersions = intList(t, "shale.txn.append-versions", *reportTxnApp)
+	cfg.TxnWindow, cfg.TxnReps = *reportWindow, *reportTxnReps
 	if *reportSuites != "" {
 		cfg.Suites = strings.Split(*reportSuites, ",")
 	}

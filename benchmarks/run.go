@@ -27,10 +27,15 @@ const (
 	SuiteScan   = "scan"   // engine scans vs GET + arrow-go IPC decode of the same files
 	SuiteOpen   = "open"   // OpenTable latency and requests at each history size
 	SuiteCommit = "commit" // requests and latency of one small append at each history size
+	SuiteTxn    = "txn"    // writer processes on one table; open and commit on long histories
 )
 
 // AllSuites lists every suite in the order Run runs them.
-var AllSuites = []string{SuiteImport, SuiteScan, SuiteOpen, SuiteCommit}
+var AllSuites = []string{SuiteImport, SuiteScan, SuiteOpen, SuiteCommit, SuiteTxn}
+
+// DefaultSuites are the suites Run runs when Config.Suites is nil (txn takes a few
+// minutes, mostly building its 10,000-version history, so it runs when asked for).
+var DefaultSuites = []string{SuiteImport, SuiteScan, SuiteOpen, SuiteCommit}
 
 // ErrConfig is wrapped by errors about a bad Config.
 var ErrConfig = errors.New("benchmarks: bad config")
@@ -52,7 +57,7 @@ type Config struct {
 	// Rows caps the rows read from Data (0 = all). Without Data it is the number of
 	// synthetic rows (0 = 1,000,000).
 	Rows int
-	// Suites to run, from AllSuites (nil = all).
+	// Suites to run, from AllSuites (nil = DefaultSuites).
 	Suites []string
 	// Reps is the number of timed repetitions of each import and scan variant and of the
 	// commits at each history size (default 5). Reported figures are medians.
@@ -73,6 +78,18 @@ type Config struct {
 	Filters []string
 	// Keep leaves the written objects and catalog keys in place.
 	Keep bool
+
+	// TxnWriters are the numbers of writer processes of the txn suite (default 1, 2, 4).
+	// Writers need a store other processes can open (not mem://).
+	TxnWriters []int
+	// TxnWindow is how long each writer appends (default 3 s); TxnReps how many windows
+	// each writer count gets, alternating counts (default 3).
+	TxnWindow time.Duration
+	TxnReps   int
+	// TxnVersions are the sizes of the txn suite's histories built by configuration changes
+	// (default 10, 1,000, 10,000); TxnAppendVersions those built by small appends, for
+	// information (default 10, 1,000).
+	TxnVersions, TxnAppendVersions []int
 }
 
 // Defaults for Config.
@@ -84,6 +101,18 @@ const (
 
 // DefaultVersions are the history sizes of the open and commit suites.
 var DefaultVersions = []int{10, 1000}
+
+// Defaults of the txn suite.
+var (
+	DefaultTxnWriters        = []int{1, 2, 4}
+	DefaultTxnVersions       = []int{10, 1000, 10000}
+	DefaultTxnAppendVersions = []int{10, 1000}
+)
+
+const (
+	DefaultTxnWindow = 3 * time.Second
+	DefaultTxnReps   = 3
+)
 
 // DefaultScanColumns and DefaultFilters shape the informational scans.
 var (
@@ -131,7 +160,32 @@ func (c Config) withDefaults() (Config, error) {
 		c.Filters = DefaultFilters
 	}
 	if c.Suites == nil {
-		c.Suites = AllSuites
+		c.Suites = DefaultSuites
+	}
+	if len(c.TxnWriters) == 0 {
+		c.TxnWriters = DefaultTxnWriters
+	}
+	if c.TxnWindow <= 0 {
+		c.TxnWindow = DefaultTxnWindow
+	}
+	if c.TxnReps <= 0 {
+		c.TxnReps = DefaultTxnReps
+	}
+	if c.TxnVersions == nil {
+		c.TxnVersions = DefaultTxnVersions
+	}
+	if c.TxnAppendVersions == nil {
+		c.TxnAppendVersions = DefaultTxnAppendVersions
+	}
+	for _, n := range c.TxnWriters {
+		if n < 1 {
+			return c, fmt.Errorf("%w: %d writer processes", ErrConfig, n)
+		}
+	}
+	for _, v := range append(slices.Clone(c.TxnVersions), c.TxnAppendVersions...) {
+		if v < 2 {
+			return c, fmt.Errorf("%w: txn history size %d (need >= 2)", ErrConfig, v)
+		}
 	}
 	for _, s := range c.Suites {
 		if !slices.Contains(AllSuites, s) {
@@ -146,13 +200,14 @@ func (c Config) has(suite string) bool { return slices.Contains(c.Suites, suite)
 // env is what the suites run against: one store under a fresh sub-location, a DB over it
 // whose catalog lives under a fresh etcd prefix, and counters of both.
 type env struct {
-	store   objstore.Store
-	db      *engine.DB
-	etcd    *clientv3.Client // counting wrapper of the caller's client
-	kv      *countingKV
-	prefix  string // catalog prefix
-	opts    engine.Options
-	cleanup []func() error
+	store     objstore.Store
+	db        *engine.DB
+	etcd      *clientv3.Client // counting wrapper of the caller's client
+	endpoints []string         // the caller's client's, for writer processes
+	kv        *countingKV
+	prefix    string // catalog prefix
+	opts      engine.Options
+	cleanup   []func() error
 }
 
 func (e *env) close() error {
@@ -207,6 +262,7 @@ func newEnv(ctx context.Context, cfg Config, log io.Writer) (_ *env, err error) 
 		cli = c.Etcd()
 	}
 	e.etcd, e.kv = newCountingClient(ctx, cli)
+	e.endpoints = cli.Endpoints()
 
 	runID := strings.ToLower(ulid.Make().String())
 	base := cfg.StoreURL
@@ -350,6 +406,12 @@ func Run(ctx context.Context, cfg Config, log io.Writer) (rep Report, err error)
 	if cfg.has(SuiteOpen) || cfg.has(SuiteCommit) {
 		fmt.Fprintln(log, "suites open/commit")
 		if rep.History, err = runHistory(ctx, e, cfg, log); err != nil {
+			return rep, err
+		}
+	}
+	if cfg.has(SuiteTxn) {
+		fmt.Fprintln(log, "suite txn")
+		if rep.Txn, err = runTxn(ctx, e, cfg, log); err != nil {
 			return rep, err
 		}
 	}
