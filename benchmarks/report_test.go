@@ -32,7 +32,10 @@ var (
 
 func intList(t *testing.T, flagName, s string) []int {
 	t.Helper()
-	var out []int
+	out := []int{} // "" = none
+	if strings.TrimSpace(s) == "" {
+		return out
+	}
 	for _, v := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil {
