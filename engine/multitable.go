@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -159,6 +160,11 @@ func (db *DB) Commit(ctx context.Context, writes ...*Write) ([]CommitResult, err
 	if len(writes) == 0 {
 		return nil, nil
 	}
+	// Prepare members in table-name order: two transactions over the same tables then meet
+	// each other's pending versions in the same order, instead of each waiting on the other
+	// for the whole GroupTimeout.
+	writes = slices.Clone(writes)
+	slices.SortFunc(writes, func(a, b *Write) int { return strings.Compare(a.table.name, b.table.name) })
 	var tables []string
 	for _, w := range writes {
 		if slices.Contains(tables, w.table.name) {
@@ -175,10 +181,10 @@ func (db *DB) Commit(ctx context.Context, writes ...*Write) ([]CommitResult, err
 	abort := func(cause error) ([]CommitResult, error) {
 		st, err := db.cat.AbortGroup(context.WithoutCancel(ctx), id)
 		if err != nil {
-			return nil, &UnknownError{Table: fmt.Sprint(tables), Err: errors.Join(cause, err)}
+			return nil, &UnknownError{Table: fmt.Sprint(tables), Group: id, Err: errors.Join(cause, err)}
 		}
 		if st == catalog.GroupCommitted {
-			return nil, &UnknownError{Table: fmt.Sprint(tables), Err: cause}
+			return nil, &UnknownError{Table: fmt.Sprint(tables), Group: id, Err: cause}
 		}
 		return nil, fmt.Errorf("multi-table transaction %s over %v rejected: %w", id, tables, cause)
 	}

@@ -46,7 +46,10 @@ type UnknownError struct {
 	Txn       manifest.Transaction
 	Committed bool
 	Version   uint64 // when Committed
-	Err       error
+	// Group is the multi-table transaction's group id (DB.Commit), "" otherwise; its state
+	// (catalog.GroupState) decides the outcome later.
+	Group string
+	Err   error
 }
 
 func (e *UnknownError) Error() string {

@@ -33,7 +33,9 @@ type CommitOptions struct {
 	// MaxAttempts bounds put-if-absent attempts (default 200).
 	MaxAttempts int
 	// BaseBackoff is the first backoff after a lost race; it doubles per consecutive loss up
-	// to MaxBackoff, with full jitter (defaults 2 ms and 250 ms).
+	// to MaxBackoff, with full jitter (defaults 2 ms and 10 ms: about one commit's latency
+	// on local disk; a 250 ms cap let one writer process take nearly every commit while the
+	// others waited seconds, see benchmarks/RESULTS.md).
 	BaseBackoff, MaxBackoff time.Duration
 	// Groups decides whether a prepared version of a multi-table group counts (nil: every
 	// version counts; only the engine's multi-table commits create groups, and they need a
@@ -66,7 +68,7 @@ func (o CommitOptions) withDefaults() CommitOptions {
 		o.BaseBackoff = 2 * time.Millisecond
 	}
 	if o.MaxBackoff == 0 {
-		o.MaxBackoff = 250 * time.Millisecond
+		o.MaxBackoff = 10 * time.Millisecond
 	}
 	return o
 }
