@@ -272,3 +272,19 @@ func TestImportParquet(t *testing.T) {
 		t.Fatalf("versions %+v", vs)
 	}
 }
+
+// TestImportJSONLinesRefusesUnknownKeys: a key that first appears after the inference
+// sample is refused, not silently dropped, and nothing is committed.
+func TestImportJSONLinesRefusesUnknownKeys(t *testing.T) {
+	e := sharedEnv(t)
+	tbl := e.table("latekey")
+	var b strings.Builder
+	for i := 0; i < 1500; i++ {
+		fmt.Fprintf(&b, "{\"id\":%d}\n", i)
+	}
+	b.WriteString("{\"id\":1500,\"secret\":\"kept?\"}\n")
+	e.fails(1, []string{"line 1501", "secret", "schema mismatch"}, "import", e.file("late.jsonl", b.String()), "--table", tbl)
+	if n := e.manifests(tbl); n > 1 {
+		t.Fatalf("%d manifests after a refused import", n)
+	}
+}

@@ -305,7 +305,8 @@ func (s *source) openJSONL(table string, want *arrow.Schema, mem memory.Allocato
 	if err := s.rewind(); err != nil {
 		return s.inputError(err)
 	}
-	r := array.NewJSONReader(bufio.NewReaderSize(s.file, 1<<20), schema, array.WithChunk(importBatchRows), array.WithAllocator(mem))
+	checked := newKeyCheckReader(table, s.path, s.file, schema)
+	r := array.NewJSONReader(checked, schema, array.WithChunk(importBatchRows), array.WithAllocator(mem))
 	s.closers = append(s.closers, r.Release)
 	s.rdr = r
 	return nil
