@@ -130,7 +130,7 @@ func (a *app) demo(ctx context.Context, path, table string, fresh bool) error {
 	if _, err := db.OpenTable(ctx, table); errors.Is(err, manifest.ErrTableNotFound) {
 		exists = false
 	} else if err != nil && !fresh {
-		return err
+		return fmt.Errorf("%w (run `shale demo --fresh` to drop the demo table and start over)", err)
 	}
 	if fresh && exists {
 		n, err := db.DropTable(ctx, table)
