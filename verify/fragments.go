@@ -1,0 +1,200 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/shale-db/shale/internal/fragment"
+	"github.com/shale-db/shale/manifest"
+)
+
+// deep checks every fragment, data file, deletion vector and index entry of m, reading
+// each data file and deletion vector in full (once per run).
+func (v *verifier) deep(ctx context.Context, m *manifest.Manifest) error {
+	ids := map[uint32]bool{}
+	for i := range m.Fragments {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		f := &m.Fragments[i]
+		for _, p := range fragmentProblems(m, f, ids) {
+			v.rep.fault(m.Table, m.Version, m.Key(), p, manifest.ErrCorrupt)
+		}
+		ids[f.ID] = true
+		fields := map[int32]bool{}
+		for _, df := range f.Files {
+			for _, p := range dataFileProblems(f, df, fields) {
+				v.rep.fault(m.Table, m.Version, df.Key, p, manifest.ErrCorrupt)
+			}
+			v.readDataFile(ctx, m, df)
+		}
+		if f.Deletion != nil {
+			v.readDeletionVector(ctx, m, f)
+		}
+	}
+	v.checkIndexes(ctx, m, ids)
+	return nil
+}
+
+// fragmentProblems lists what is wrong with fragment f's description in m (ids holds the
+// fragment ids seen before it).
+func fragmentProblems(m *manifest.Manifest, f *manifest.Fragment, ids map[uint32]bool) []string {
+	var out []string
+	if ids[f.ID] {
+		out = append(out, fmt.Sprintf("fragment %d appears twice", f.ID))
+	}
+	if f.ID >= m.NextFragmentID {
+		out = append(out, fmt.Sprintf("fragment %d is not below the next fragment id %d", f.ID, m.NextFragmentID))
+	}
+	if len(f.Files) == 0 {
+		out = append(out, fmt.Sprintf("fragment %d has no data files", f.ID))
+	}
+	if f.PhysicalRows < 0 || f.PhysicalRows > 1<<32 {
+		out = append(out, fmt.Sprintf("fragment %d has %d physical rows", f.ID, f.PhysicalRows))
+	}
+	if d := f.Deletion; d != nil && (d.Deleted < 0 || d.Deleted > f.PhysicalRows) {
+		out = append(out, fmt.Sprintf("fragment %d deletes %d of %d rows", f.ID, d.Deleted, f.PhysicalRows))
+	}
+	return out
+}
+
+// dataFileProblems lists what is wrong with df's description as a file of fragment f
+// (fields holds the field ids of f's files before it, and gains df's).
+func dataFileProblems(f *manifest.Fragment, df fragment.DataFile, fields map[int32]bool) []string {
+	var out []string
+	if df.Rows != f.PhysicalRows {
+		out = append(out, fmt.Sprintf("data file describes %d rows, fragment %d has %d physical rows", df.Rows, f.ID, f.PhysicalRows))
+	}
+	if len(df.Batches) > 0 {
+		var sum int64
+		for _, b := range df.Batches {
+			sum += b.Rows
+		}
+		if sum != df.Rows {
+			out = append(out, fmt.Sprintf("data file's batches hold %d rows, its description says %d", sum, df.Rows))
+		}
+	}
+	for _, id := range df.FieldIDs {
+		if fields[id] {
+			out = append(out, fmt.Sprintf("field id %d is in more than one data file of fragment %d", id, f.ID))
+		}
+		fields[id] = true
+	}
+	return out
+}
+
+// firstRead reports whether key has not been read in this run, and records it. A key
+// read before under a different description is a fault (stored objects are immutable).
+func (v *verifier) firstRead(m *manifest.Manifest, key, desc string) bool {
+	seen, ok := v.files[key]
+	if !ok {
+		v.files[key] = fileSeen{desc: desc, version: m.Version}
+		return true
+	}
+	if seen.desc != desc {
+		v.rep.fault(m.Table, m.Version, key, fmt.Sprintf("described as %s, but as %s by version %d", desc, seen.desc, seen.version), manifest.ErrCorrupt)
+	}
+	return false
+}
+
+// readDataFile opens df and reads every record batch: OpenFile checks the footer CRC32C,
+// the field ids and the batch count against the description, each ReadBatch the batch's
+// CRC32C; the rows read must add up to df.Rows.
+func (v *verifier) readDataFile(ctx context.Context, m *manifest.Manifest, df fragment.DataFile) {
+	desc := fmt.Sprintf("%d bytes, %d rows, footer %08x", df.Size, df.Rows, df.FooterCRC32C)
+	if !v.firstRead(m, df.Key, desc) {
+		return
+	}
+	v.sum.DataFiles++
+	r, err := fragment.OpenFile(ctx, v.s, df, v.mem)
+	if err != nil {
+		v.objectFault(m.Table, m.Version, df.Key, "data file", err)
+		return
+	}
+	defer r.Close()
+	var rows int64
+	for i := 0; i < r.NumBatches(); i++ {
+		rec, err := r.ReadBatch(i, nil)
+		if err != nil {
+			v.objectFault(m.Table, m.Version, df.Key, fmt.Sprintf("data file (record batch %d)", i), err)
+			return
+		}
+		rows += rec.NumRows()
+		rec.Release()
+	}
+	v.sum.Bytes += df.Size
+	if rows != df.Rows {
+		v.rep.fault(m.Table, m.Version, df.Key, fmt.Sprintf("data file holds %d rows, its description says %d", rows, df.Rows), fragment.ErrCorrupt)
+	}
+}
+
+// readDeletionVector reads f's deletion vector: it must decode (its checksum holds), be
+// the size the manifest says, hold exactly Deleted rows, all below PhysicalRows.
+func (v *verifier) readDeletionVector(ctx context.Context, m *manifest.Manifest, f *manifest.Fragment) {
+	d := f.Deletion
+	desc := fmt.Sprintf("%d bytes, %d deleted of %d rows", d.Size, d.Deleted, f.PhysicalRows)
+	if !v.firstRead(m, d.Key, desc) {
+		return
+	}
+	v.sum.Deletions++
+	b, err := v.s.Get(ctx, d.Key)
+	if err != nil {
+		v.objectFault(m.Table, m.Version, d.Key, "deletion vector", err)
+		return
+	}
+	v.sum.Bytes += int64(len(b))
+	if d.Size > 0 && int64(len(b)) != d.Size {
+		v.rep.fault(m.Table, m.Version, d.Key, fmt.Sprintf("deletion vector is %d bytes, the manifest says %d", len(b), d.Size), fragment.ErrCorrupt)
+	}
+	bm, err := fragment.DecodeDeletionVector(d.Key, b)
+	if err != nil {
+		v.objectFault(m.Table, m.Version, d.Key, "deletion vector", err)
+		return
+	}
+	if n := int64(bm.GetCardinality()); n != d.Deleted {
+		v.rep.fault(m.Table, m.Version, d.Key, fmt.Sprintf("deletion vector holds %d rows, the manifest says %d deleted", n, d.Deleted), fragment.ErrCorrupt)
+	}
+	if !bm.IsEmpty() && int64(bm.Maximum()) >= f.PhysicalRows {
+		v.rep.fault(m.Table, m.Version, d.Key, fmt.Sprintf("deletion vector deletes row %d, fragment %d has %d physical rows", bm.Maximum(), f.ID, f.PhysicalRows), fragment.ErrCorrupt)
+	}
+}
+
+// checkIndexes checks m's index entries: their fields are in the schema, they were built
+// from a version not after m, and their files exist. Coverage of fragments m no longer
+// has (compaction removed them) is a note.
+func (v *verifier) checkIndexes(ctx context.Context, m *manifest.Manifest, ids map[uint32]bool) {
+	schema := map[int32]bool{}
+	for _, id := range m.Schema.FieldIDs {
+		schema[id] = true
+	}
+	names := map[string]bool{}
+	for _, ix := range m.Indexes {
+		if names[ix.Name] {
+			v.rep.fault(m.Table, m.Version, m.Key(), fmt.Sprintf("index %q appears twice", ix.Name), manifest.ErrCorrupt)
+		}
+		names[ix.Name] = true
+		if len(ix.FieldIDs) == 0 {
+			v.rep.fault(m.Table, m.Version, m.Key(), fmt.Sprintf("index %q names no fields", ix.Name), manifest.ErrCorrupt)
+		}
+		for _, id := range ix.FieldIDs {
+			if !schema[id] {
+				v.rep.fault(m.Table, m.Version, m.Key(), fmt.Sprintf("index %q references field id %d, which is not in the schema", ix.Name, id), manifest.ErrCorrupt)
+			}
+		}
+		if ix.Version > m.Version {
+			v.rep.fault(m.Table, m.Version, m.Key(), fmt.Sprintf("index %q was built from version %d, after this one", ix.Name, ix.Version), manifest.ErrCorrupt)
+		}
+		var gone []uint32
+		for _, fid := range ix.Fragments {
+			if !ids[fid] {
+				gone = append(gone, fid)
+			}
+		}
+		if len(gone) > 0 {
+			v.rep.note(m.Table, m.Version, m.Key(), "index %q covers %d fragment(s) no longer in the table: %v", ix.Name, len(gone), gone)
+		}
+		for _, key := range ix.Files {
+			v.exists(ctx, m.Table, m.Version, key, fmt.Sprintf("index %q file", ix.Name))
+		}
+	}
+}

@@ -1,0 +1,113 @@
+package verify
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrFaults is wrapped by Report.Err when verification found at least one fault.
+var ErrFaults = errors.New("verification found faults")
+
+// Options tune a verification run.
+type Options struct {
+	// AllVersions reads every data file and deletion vector of every version still in the
+	// store, not only the published one (each object is read once however many versions
+	// share it).
+	AllVersions bool
+	// AllowGaps reports versions missing from the chain 1..HEAD as notes rather than
+	// faults (for stores where expired versions have been removed).
+	AllowGaps bool
+}
+
+// Fault is one broken object or invariant.
+type Fault struct {
+	Table   string `json:"table"`
+	Version uint64 `json:"version,omitempty"` // the version whose check found it; 0 = not about one version
+	Key     string `json:"key,omitempty"`     // the object at fault (store key, or the etcd key of a pointer)
+	Problem string `json:"problem"`           // what is wrong, in words
+	Err     error  `json:"-"`                 // the underlying error when there is one (errors.Is/As work on it)
+}
+
+func (f Fault) String() string {
+	var b strings.Builder
+	b.WriteString(f.Table)
+	if f.Version > 0 {
+		fmt.Fprintf(&b, " v%d", f.Version)
+	}
+	if f.Key != "" {
+		fmt.Fprintf(&b, " %s", f.Key)
+	}
+	b.WriteString(": ")
+	b.WriteString(f.Problem)
+	if f.Err != nil {
+		fmt.Fprintf(&b, ": %v", f.Err)
+	}
+	return b.String()
+}
+
+// Note is a legal state worth reporting (not a fault).
+type Note struct {
+	Table   string `json:"table"`
+	Version uint64 `json:"version,omitempty"`
+	Key     string `json:"key,omitempty"`
+	Message string `json:"message"`
+}
+
+func (n Note) String() string {
+	var b strings.Builder
+	b.WriteString(n.Table)
+	if n.Version > 0 {
+		fmt.Fprintf(&b, " v%d", n.Version)
+	}
+	if n.Key != "" {
+		fmt.Fprintf(&b, " %s", n.Key)
+	}
+	b.WriteString(": ")
+	b.WriteString(n.Message)
+	return b.String()
+}
+
+// TableSummary says what was checked for one table.
+type TableSummary struct {
+	Table     string   `json:"table"`
+	Head      uint64   `json:"head"`
+	Published uint64   `json:"published"`    // 0 when there is no pointer (or no catalog)
+	Versions  int      `json:"versions"`     // manifests present in the store
+	Deep      []uint64 `json:"deep_checked"` // versions whose data files and deletion vectors were read
+	DataFiles int      `json:"data_files"`   // distinct data files read
+	Deletions int      `json:"deletion_vectors"`
+	Bytes     int64    `json:"bytes"` // data file and deletion vector bytes read
+}
+
+// Report is the outcome of a verification run.
+type Report struct {
+	Tables []TableSummary `json:"tables"`
+	Faults []Fault        `json:"faults"`
+	Notes  []Note         `json:"notes"`
+}
+
+// OK reports whether no fault was found.
+func (r *Report) OK() bool { return len(r.Faults) == 0 }
+
+// Err is nil when the report has no faults, else an error wrapping ErrFaults that counts them.
+func (r *Report) Err() error {
+	if len(r.Faults) == 0 {
+		return nil
+	}
+	keys := map[string]bool{}
+	for _, f := range r.Faults {
+		if f.Key != "" {
+			keys[f.Key] = true
+		}
+	}
+	return fmt.Errorf("%w: %d fault(s) in %d object(s)", ErrFaults, len(r.Faults), len(keys))
+}
+
+func (r *Report) fault(table string, v uint64, key, problem string, err error) {
+	r.Faults = append(r.Faults, Fault{Table: table, Version: v, Key: key, Problem: problem, Err: err})
+}
+
+func (r *Report) note(table string, v uint64, key, format string, args ...any) {
+	r.Notes = append(r.Notes, Note{Table: table, Version: v, Key: key, Message: fmt.Sprintf(format, args...)})
+}
