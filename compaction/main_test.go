@@ -1,0 +1,184 @@
+package compaction
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/shale-db/shale/engine"
+	"github.com/shale-db/shale/internal/coord"
+	"github.com/shale-db/shale/internal/objstore"
+)
+
+// testEtcd is one embedded etcd shared by the package's tests (real etcd, not a mock).
+var testEtcd *coord.Embedded
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "shale-compaction-etcd-")
+	if err != nil {
+		panic(err)
+	}
+	testEtcd, err = coord.StartEmbedded(dir)
+	if err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	testEtcd.Close()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// openDB opens a DB on s with the shared etcd as its catalog.
+func openDB(t testing.TB, s objstore.Store) *engine.DB {
+	t.Helper()
+	ctx := context.Background()
+	cli, err := coord.Connect(ctx, coord.Config{Endpoints: testEtcd.Endpoints()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	db, err := engine.Open(ctx, s, engine.Options{Etcd: cli.Etcd()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// flightBatches returns the first n record batches of rows rows each from the bundled
+// flights data (testdata/flights-3m.parquet, read with pqarrow).
+func flightBatches(t testing.TB, n, rows int) (*arrow.Schema, []arrow.RecordBatch) {
+	t.Helper()
+	var path string
+	for _, p := range []string{"../testdata/flights-3m.parquet", "../../shared/data/flights-3m.parquet"} {
+		if _, err := os.Stat(p); err == nil {
+			path = p
+			break
+		}
+	}
+	if path == "" {
+		t.Skip("flights-3m.parquet not found")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	pf, err := file.NewParquetReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: int64(rows)}, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdr, err := fr.GetRecordReader(context.Background(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdr.Release()
+	var out []arrow.RecordBatch
+	for len(out) < n && rdr.Next() {
+		rec := rdr.RecordBatch()
+		for off := int64(0); off < rec.NumRows() && len(out) < n; off += int64(rows) {
+			out = append(out, rec.NewSlice(off, min(off+int64(rows), rec.NumRows())))
+		}
+	}
+	if err := rdr.Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, r := range out {
+			r.Release()
+		}
+	})
+	return rdr.Schema(), out
+}
+
+// appendEach creates table name and appends every batch as its own version (one small
+// fragment each).
+func appendEach(t testing.TB, db *engine.DB, name string, schema *arrow.Schema, batches []arrow.RecordBatch) *engine.Table {
+	t.Helper()
+	ctx := context.Background()
+	tbl, err := db.CreateTable(ctx, name, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range batches {
+		if _, err := tbl.AppendRecord(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tbl
+}
+
+// rowsOf scans every column of tbl in table order and renders each row as one string.
+func rowsOf(t testing.TB, tbl *engine.Table) []string {
+	t.Helper()
+	sc, err := tbl.Scan(context.Background(), engine.ScanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Release()
+	var out []string
+	var sb strings.Builder
+	for sc.Next() {
+		rec := sc.RecordBatch()
+		for i := 0; i < int(rec.NumRows()); i++ {
+			sb.Reset()
+			for c := 0; c < int(rec.NumCols()); c++ {
+				if c > 0 {
+					sb.WriteByte('|')
+				}
+				sb.WriteString(rec.Column(c).ValueStr(i))
+			}
+			out = append(out, sb.String())
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func equalRows(t testing.TB, what string, got, want []string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d rows, want %d", what, len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("%s: row %d = %q, want %q", what, i, got[i], want[i])
+		}
+	}
+}
+
+// intBatches makes n batches of rows rows of (id int64, s string) with ids counting up
+// from 0.
+func intBatches(n, rows int) (*arrow.Schema, []arrow.RecordBatch) {
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
+	}, nil)
+	var out []arrow.RecordBatch
+	id := int64(0)
+	for range n {
+		b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+		for range rows {
+			b.Field(0).(*array.Int64Builder).Append(id)
+			b.Field(1).(*array.StringBuilder).Append(fmt.Sprintf("row-%d", id))
+			id++
+		}
+		out = append(out, b.NewRecordBatch())
+		b.Release()
+	}
+	return schema, out
+}

@@ -1,0 +1,217 @@
+package compaction
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/shale-db/shale/internal/fragment"
+	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/manifest"
+)
+
+// rewriter streams the live rows of planned groups into new data files.
+type rewriter struct {
+	store  objstore.Store
+	m      *manifest.Manifest // the pinned read version
+	schema *arrow.Schema      // the table schema at m
+	write  fragment.WriterOptions
+	mem    memory.Allocator
+}
+
+// groupResult is what rewriting one group produced.
+type groupResult struct {
+	New       []manifest.Fragment
+	Rows      int64 // live rows written
+	Dropped   int64 // deleted rows left behind
+	BytesRead int64 // data file bytes of the old fragments
+	Written   int64 // bytes of the new data files
+}
+
+// rewriteAll rewrites every group with at most par groups at once. On error the files
+// already written are left for garbage collection (no version names them).
+func (r *rewriter) rewriteAll(ctx context.Context, groups []Group, par int) ([]groupResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := make([]groupResult, len(groups))
+	errs := make([]error, len(groups))
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	for i := range groups {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			out[i], errs[i] = r.rewriteGroup(ctx, groups[i])
+			if errs[i] != nil {
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// rewriteGroup streams the live rows of g's fragments, in table order, into a writer of
+// the table schema. Memory: one input batch plus the writer's current file.
+func (r *rewriter) rewriteGroup(ctx context.Context, g Group) (groupResult, error) {
+	var res groupResult
+	w, err := fragment.NewWriter(ctx, r.store, manifest.DataDir(r.m.Table), r.schema, r.m.Schema.FieldIDs, r.write)
+	if err != nil {
+		return res, err
+	}
+	for _, id := range g.Old {
+		f, ok := r.m.Fragment(id)
+		if !ok {
+			w.Close()
+			return res, fmt.Errorf("table %q version %d: fragment %d is not in the manifest", r.m.Table, r.m.Version, id)
+		}
+		if err := r.copyFragment(ctx, f, w, &res); err != nil {
+			w.Close()
+			return res, err
+		}
+	}
+	files, err := w.Close()
+	if err != nil {
+		return res, fmt.Errorf("table %q: write compacted data files: %w", r.m.Table, err)
+	}
+	for _, df := range files {
+		res.New = append(res.New, manifest.Fragment{Files: []fragment.DataFile{df}, PhysicalRows: df.Rows})
+		res.Written += df.Size
+	}
+	return res, nil
+}
+
+// copyFragment writes f's live rows to w.
+func (r *rewriter) copyFragment(ctx context.Context, f *manifest.Fragment, w *fragment.Writer, res *groupResult) error {
+	if len(f.Files) != 1 {
+		return fmt.Errorf("table %q version %d: fragment %d has %d data files; compaction reads one per fragment", r.m.Table, r.m.Version, f.ID, len(f.Files))
+	}
+	df := f.Files[0]
+	res.BytesRead += df.Size
+	var dv *roaring.Bitmap
+	if f.Deletion != nil {
+		var err error
+		if dv, err = fragment.ReadDeletionVector(ctx, r.store, f.Deletion.Key); err != nil {
+			return r.objectError(f.Deletion.Key, err)
+		}
+		if dv.GetCardinality() >= uint64(f.PhysicalRows) {
+			res.Dropped += f.PhysicalRows
+			return nil // every row deleted: nothing to read
+		}
+	}
+	// Map the table's columns onto the file's: a nullable column added after the file was
+	// written reads as nulls; columns dropped since are not read.
+	fileCols := make([]int, 0, r.schema.NumFields())
+	recCol := make([]int, r.schema.NumFields())
+	for i, id := range r.m.Schema.FieldIDs {
+		recCol[i] = -1
+		if fc := slices.Index(df.FieldIDs, id); fc >= 0 {
+			recCol[i] = len(fileCols)
+			fileCols = append(fileCols, fc)
+		} else if !r.schema.Field(i).Nullable {
+			return r.objectError(df.Key, fmt.Errorf("data file lacks non-nullable column %q", r.schema.Field(i).Name))
+		}
+	}
+	rd, err := fragment.OpenFile(ctx, r.store, df, r.mem)
+	if err != nil {
+		return r.objectError(df.Key, err)
+	}
+	defer rd.Close()
+	var start int64
+	for b := range rd.NumBatches() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rec, err := rd.ReadBatch(b, fileCols)
+		if err != nil {
+			return r.objectError(df.Key, err)
+		}
+		n := rec.NumRows()
+		named := r.relabel(rec, recCol)
+		rec.Release()
+		out, dropped, err := r.live(ctx, named, dv, start)
+		named.Release()
+		if err != nil {
+			return fmt.Errorf("table %q: filter deleted rows of %s: %w", r.m.Table, df.Key, err)
+		}
+		start += n
+		res.Dropped += dropped
+		res.Rows += out.NumRows()
+		if out.NumRows() > 0 {
+			err = w.Write(out)
+		}
+		out.Release()
+		if err != nil {
+			return fmt.Errorf("table %q: write compacted data files: %w", r.m.Table, err)
+		}
+	}
+	if start != f.PhysicalRows {
+		return r.objectError(df.Key, fmt.Errorf("%w: data file has %d rows, manifest says %d", fragment.ErrCorrupt, start, f.PhysicalRows))
+	}
+	return nil
+}
+
+// relabel returns rec's columns under the table schema (nulls for columns the file lacks).
+func (r *rewriter) relabel(rec arrow.RecordBatch, recCol []int) arrow.RecordBatch {
+	n := rec.NumRows()
+	cols := make([]arrow.Array, len(recCol))
+	for i, c := range recCol {
+		if c >= 0 {
+			cols[i] = rec.Column(c)
+			continue
+		}
+		cols[i] = array.MakeArrayOfNull(r.mem, r.schema.Field(i).Type, int(n))
+		defer cols[i].Release()
+	}
+	return array.NewRecordBatch(r.schema, cols, n)
+}
+
+// live returns rec without the rows dv deletes (rec's first row is row offset start of its
+// fragment) and how many it dropped. The result is a new reference either way.
+func (r *rewriter) live(ctx context.Context, rec arrow.RecordBatch, dv *roaring.Bitmap, start int64) (arrow.RecordBatch, int64, error) {
+	n := rec.NumRows()
+	if dv == nil || !dv.IntersectsWithInterval(uint64(start), uint64(start+n)) {
+		rec.Retain()
+		return rec, 0, nil
+	}
+	b := array.NewBooleanBuilder(r.mem)
+	defer b.Release()
+	b.Reserve(int(n))
+	for i := int64(0); i < n; i++ {
+		b.UnsafeAppend(!dv.Contains(uint32(start + i)))
+	}
+	mask := b.NewBooleanArray()
+	defer mask.Release()
+	out, err := compute.FilterRecordBatch(ctx, rec, mask, compute.DefaultFilterOptions())
+	if err != nil {
+		return nil, 0, err
+	}
+	return out, n - out.NumRows(), nil
+}
+
+func (r *rewriter) objectError(key string, err error) error {
+	return &manifest.ObjectError{Table: r.m.Table, Version: r.m.Version, Key: key, Err: err}
+}
