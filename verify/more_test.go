@@ -1,0 +1,135 @@
+package verify
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/shale-db/shale/internal/storetest"
+	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/manifest/catalog"
+)
+
+// commitGroupMember commits version 5 of the fixture's table as a prepared member of
+// multi-table group id (whose etcd key is absent, so the group reads as aborted).
+func commitGroupMember(t *testing.T, f *fixture, id string) *manifest.Manifest {
+	t.Helper()
+	txn := manifest.Transaction{ID: manifest.NewTransactionID(), ReadVersion: 4,
+		Op: manifest.Operation{Kind: manifest.OpUpdateConfig, Config: map[string]string{"k": "v"},
+			Group: &manifest.GroupRef{ID: id, Tables: []string{f.table}}}}
+	m, _, err := manifest.Commit(context.Background(), f.s, f.table, f.pub, txn, manifest.CommitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Version != 5 {
+		t.Fatalf("group member committed as version %d, want 5", m.Version)
+	}
+	return m
+}
+
+func TestAbortedGroupVersion(t *testing.T) {
+	f := newFixture(t, storetest.Mem(t))
+	m := commitGroupMember(t, f, "g-aborted")
+	rep := f.verify(t, Options{})
+	if !rep.OK() {
+		t.Fatalf("an aborted group's prepared version is not a fault; got:\n%s", faultList(rep))
+	}
+	found := false
+	for _, n := range rep.Notes {
+		if n.Key == m.Key() && n.Version == 5 && strings.Contains(n.Message, "aborted multi-table group g-aborted") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no note on the aborted group version; notes %v", rep.Notes)
+	}
+
+	// Publishing it is a fault.
+	if err := f.cat.CompareAndSwap(context.Background(), f.table, 4, catalog.Pointer{Version: 5, ManifestKey: m.Key(), Checksum: m.Checksum()}); err != nil {
+		t.Fatal(err)
+	}
+	requireFault(t, f.verify(t, Options{}), m.Key(), "published version belongs to aborted multi-table group")
+}
+
+func TestIndexEntries(t *testing.T) {
+	f := newFixture(t, storetest.Mem(t))
+	m := *f.pub
+	idxFile := "t/_indexes/x/part-0.idx"
+	if err := f.s.Put(context.Background(), idxFile, []byte("index")); err != nil {
+		t.Fatal(err)
+	}
+	m.Indexes = []manifest.Index{
+		{Name: "ok", Kind: "btree", FieldIDs: m.Schema.FieldIDs[:1], Fragments: []uint32{m.Fragments[0].ID}, Version: 2, Files: []string{idxFile}},
+		{Name: "stale", Kind: "zonemap", FieldIDs: m.Schema.FieldIDs[:1], Fragments: []uint32{m.Fragments[0].ID, 77}, Version: 3},
+		{Name: "badfield", Kind: "btree", FieldIDs: []int32{999}, Version: 3},
+		{Name: "future", Kind: "btree", FieldIDs: m.Schema.FieldIDs[:1], Version: 9},
+		{Name: "nofile", Kind: "btree", FieldIDs: m.Schema.FieldIDs[:1], Version: 4, Files: []string{"t/_indexes/gone.idx"}},
+	}
+	v := newVerifier(f.s, f.cat, Options{})
+	v.sum = &TableSummary{}
+	ids := map[uint32]bool{}
+	for _, fr := range m.Fragments {
+		ids[fr.ID] = true
+	}
+	v.checkIndexes(context.Background(), &m, ids)
+	requireFault(t, v.rep, m.Key(), `index "badfield" references field id 999`)
+	requireFault(t, v.rep, m.Key(), `index "future" was built from version 9`)
+	requireFault(t, v.rep, "t/_indexes/gone.idx", `index "nofile" file missing`)
+	if len(v.rep.Faults) != 3 {
+		t.Fatalf("want exactly 3 faults, got:\n%s", faultList(v.rep))
+	}
+	if len(v.rep.Notes) != 1 || !strings.Contains(v.rep.Notes[0].Message, `index "stale" covers 1 fragment(s) no longer in the table: [77]`) {
+		t.Fatalf("want one coverage note for index stale, got %v", v.rep.Notes)
+	}
+}
+
+func TestAllNamesTheBrokenTable(t *testing.T) {
+	f := newFixture(t, storetest.Mem(t))
+	ctx := context.Background()
+	// A second, clean table in the same store.
+	g := &fixture{s: f.s, db: f.db, cat: f.cat, table: "u"}
+	if _, err := f.db.CreateTable(ctx, "u", mustArrow(t, f.pub)); err != nil {
+		t.Fatal(err)
+	}
+	key := f.pub.Fragments[0].Files[0].Key
+	f.remove(t, key)
+	rep, err := All(ctx, f.s, f.cat, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Tables) != 2 || rep.Tables[0].Table != "t" || rep.Tables[1].Table != "u" {
+		t.Fatalf("tables %+v, want t and u", rep.Tables)
+	}
+	got := requireFault(t, rep, key, "data file missing")
+	if got.Table != "t" || len(rep.Faults) != 1 {
+		t.Fatalf("want one fault, in table t; got:\n%s", faultList(rep))
+	}
+	if r := g.verify(t, Options{}); !r.OK() {
+		t.Fatalf("table u alone: faults:\n%s", faultList(r))
+	}
+}
+
+func TestCorruptPointer(t *testing.T) {
+	f := newFixture(t, storetest.Mem(t))
+	ctx := context.Background()
+	key := f.cat.Key(f.table)
+	if err := f.cat.Delete(ctx, f.table); err != nil {
+		t.Fatal(err)
+	}
+	// A pointer naming the wrong manifest key for its version.
+	if err := f.cat.CompareAndSwap(ctx, f.table, 0, catalog.Pointer{Version: 4, ManifestKey: manifest.ManifestKey("t", 3), Checksum: f.pub.Checksum()}); err != nil {
+		t.Fatal(err)
+	}
+	requireFault(t, f.verify(t, Options{}), key, "published pointer names manifest")
+}
+
+func mustArrow(t *testing.T, m *manifest.Manifest) *arrow.Schema {
+	t.Helper()
+	s, err := m.Schema.Arrow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
