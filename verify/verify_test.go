@@ -58,10 +58,10 @@ func TestDataFileFaults(t *testing.T) {
 		problem string
 		class   error
 	}{
-		"flipped byte": {func(t *testing.T, f *fixture, key string) { f.mutate(t, key, flipMiddle) }, "data file", fragment.ErrCorrupt},
+		"flipped byte": {func(t *testing.T, f *fixture, key string) { f.mutate(t, key, flipMiddle) }, "corrupt", fragment.ErrCorrupt},
 		"truncated": {func(t *testing.T, f *fixture, key string) {
 			f.mutate(t, key, func(b []byte) []byte { return b[:len(b)*2/3] })
-		}, "data file", nil},
+		}, "data file corrupt", fragment.ErrCorrupt},
 		"deleted": {func(t *testing.T, f *fixture, key string) { f.remove(t, key) }, "data file missing", objstore.ErrNotFound},
 	}
 	for name, c := range cases {
