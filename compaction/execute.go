@@ -151,6 +151,7 @@ func (e *Executor) Run(ctx context.Context, table string, opts Options) (Stats, 
 		p := NewPlan(m, opts)
 		st.ReadVersion, st.TxnID, st.FragmentsBefore, st.Groups = p.ReadVersion, p.Txn.ID, p.FragmentsBefore, len(p.Groups)
 		if p.Empty() {
+			st.FragmentsAfter = st.FragmentsBefore
 			return st, nil
 		}
 		committed, cstats, err := e.attempt(ctx, m, p, &st)

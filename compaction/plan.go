@@ -64,13 +64,13 @@ func (o Options) withDefaults() Options {
 // Group is one planned rewrite: adjacent fragments (table order) whose live rows become
 // one or more new fragments in their place.
 type Group struct {
-	Old          []uint32 // fragment ids, in table order
-	PhysicalRows int64    // rows stored in the old fragments
-	LiveRows     int64    // rows the new fragments will hold
-	Bytes        int64    // bytes of the old data files
+	Old          []uint32 `json:"old"`           // fragment ids, in table order
+	PhysicalRows int64    `json:"physical_rows"` // rows stored in the old fragments
+	LiveRows     int64    `json:"live_rows"`     // rows the new fragments will hold
+	Bytes        int64    `json:"bytes"`         // bytes of the old data files
 	// Indexes names the indexes covering every old fragment (none cover any of them if
 	// empty); a group never mixes fragments covered by different index sets.
-	Indexes []string `json:",omitempty"`
+	Indexes []string `json:"indexes,omitempty"`
 }
 
 // Plan is a compaction planned against one version. Txn is minted at planning time and

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shale-db/shale/compaction"
+	"github.com/shale-db/shale/manifest"
+)
+
+func (a *app) compactCommand() *cobra.Command {
+	var (
+		dryRun       bool
+		targetRows   int64
+		deletedRatio float64
+	)
+	cmd := &cobra.Command{
+		Use:   "compact TABLE [--dry-run] [--target-rows N] [--deleted-ratio R]",
+		Short: "Rewrite small fragments, and fragments with many deleted rows, into larger ones",
+		Long: `Rewrite runs of adjacent small fragments (fewer than --target-rows rows), and
+fragments whose deleted/physical ratio exceeds --deleted-ratio, into new fragments of up
+to --target-rows live rows, as one new version. The rows and their order do not change;
+older versions still read the old fragments. Fragments covered by different indexes are
+never merged. Appends committed meanwhile are kept; a concurrent delete or update of a
+fragment being rewritten makes compaction replan (up to 3 attempts).
+--dry-run prints the plan and writes nothing.`,
+		Example: `  shale compact flights --dry-run
+  shale compact flights --target-rows 500000 --deleted-ratio 0.2`,
+		Args: exactArgs("TABLE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if targetRows <= 0 {
+				return usagef("--target-rows must be positive")
+			}
+			if deletedRatio < 0 {
+				return usagef("--deleted-ratio must be 0 or more (0 rewrites any fragment with a deleted row, 1 or more none)")
+			}
+			opts := compaction.Options{TargetRows: targetRows, DeletedRatio: deletedRatio}
+			if deletedRatio == 0 {
+				opts.DeletedRatio = -1 // the CLI's 0 means any deletion; the package's 0 means the default
+			}
+			if !flagChanged(cmd.Flags(), "deleted-ratio") {
+				opts.DeletedRatio = 0
+			}
+			if err := manifest.ValidateTableName(args[0]); err != nil {
+				return err
+			}
+			db, err := a.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			ex := compaction.New(db)
+			if dryRun {
+				p, err := ex.Plan(cmd.Context(), args[0], opts)
+				if err != nil {
+					return err
+				}
+				return a.printPlan(p)
+			}
+			start := time.Now()
+			st, err := ex.Run(cmd.Context(), args[0], opts)
+			if err != nil {
+				return err
+			}
+			elapsed := time.Since(start)
+			if a.jsonOut {
+				return a.printJSON(map[string]any{"table": st.Table, "committed": st.Version != 0, "version": st.Version,
+					"read_version": st.ReadVersion, "transaction": st.TxnID, "attempts": st.Attempts, "groups": st.Groups,
+					"fragments_before": st.FragmentsBefore, "fragments_after": st.FragmentsAfter,
+					"fragments_removed": st.FragmentsRemoved, "fragments_added": st.FragmentsAdded,
+					"rows_rewritten": st.RowsRewritten, "rows_dropped": st.RowsDropped,
+					"bytes_read": st.BytesRead, "bytes_written": st.BytesWritten, "elapsed_ms": elapsed.Milliseconds()})
+			}
+			if st.Version == 0 {
+				a.printf("Nothing to compact in %s (version %d, %d fragments)\n", st.Table, st.ReadVersion, st.FragmentsBefore)
+				return nil
+			}
+			a.printf("Compacted %s: version %d, %d → %d fragments (%d rewritten into %d), %s rows, %s → %s, %d deleted rows dropped, %d attempt(s), %s\n",
+				st.Table, st.Version, st.FragmentsBefore, st.FragmentsAfter, st.FragmentsRemoved, st.FragmentsAdded,
+				thousands(st.RowsRewritten), humanBytes(st.BytesRead), humanBytes(st.BytesWritten), st.RowsDropped, st.Attempts, seconds(elapsed))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&dryRun, "dry-run", false, "print the plan (groups of fragments, rows) without writing")
+	f.Int64Var(&targetRows, "target-rows", compaction.DefaultTargetRows, "rows per output fragment; fragments with fewer are merged with their neighbours")
+	f.Float64Var(&deletedRatio, "deleted-ratio", compaction.DefaultDeletedRatio, "rewrite a fragment alone when deleted/physical rows exceeds this (0: any deletion; 1: never)")
+	return cmd
+}
+
+// printPlan prints a compaction plan: one line per group, then the totals.
+func (a *app) printPlan(p *compaction.Plan) error {
+	if a.jsonOut {
+		return a.printJSON(map[string]any{"table": p.Table, "read_version": p.ReadVersion, "transaction": p.Txn.ID,
+			"target_rows": p.Options.TargetRows, "deleted_ratio": p.Options.DeletedRatio,
+			"fragments": p.FragmentsBefore, "groups": p.Groups, "rows": p.Rows()})
+	}
+	if p.Empty() {
+		a.printf("Nothing to compact in %s (version %d, %d fragments)\n", p.Table, p.ReadVersion, p.FragmentsBefore)
+		return nil
+	}
+	a.printf("Plan for %s at version %d (target %s rows, deleted ratio %g):\n", p.Table, p.ReadVersion, thousands(p.Options.TargetRows), p.Options.DeletedRatio)
+	for i, g := range p.Groups {
+		idx := ""
+		if len(g.Indexes) > 0 {
+			idx = ", indexes " + strings.Join(g.Indexes, ",")
+		}
+		a.printf("  group %d: %d fragments %s, %s live of %s rows, %s%s\n", i+1, len(g.Old), idRange(g.Old),
+			thousands(g.LiveRows), thousands(g.PhysicalRows), humanBytes(g.Bytes), idx)
+	}
+	a.printf("%d groups rewrite %d of %d fragments (%s live rows); nothing written (--dry-run)\n",
+		len(p.Groups), p.OldFragments(), p.FragmentsBefore, thousands(p.Rows()))
+	return nil
+}
+
+// idRange renders fragment ids compactly: "[3]", "[3..9]" when consecutive, else the list.
+func idRange(ids []uint32) string {
+	if len(ids) == 1 {
+		return fmt.Sprintf("[%d]", ids[0])
+	}
+	for i := 1; i < len(ids); i++ {
+		if ids[i] != ids[i-1]+1 {
+			return fmt.Sprint(ids)
+		}
+	}
+	return fmt.Sprintf("[%d..%d]", ids[0], ids[len(ids)-1])
+}
