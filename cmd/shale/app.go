@@ -82,7 +82,7 @@ func (a *app) rootCommand() *cobra.Command {
 			// Commands that only read open the store without the put-if-absent probe, so a
 			// read-only store (or read-only credentials) can still be queried.
 			switch cmd.Name() {
-			case "query", "versions", "inspect", "status":
+			case "query", "versions", "inspect", "status", "verify":
 				a.readOnly = true
 			}
 			return a.resolveHome()
@@ -110,6 +110,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.demoCommand(),
 		a.benchCommand(),
 		a.dropCommand(),
+		a.verifyCommand(),
 	)
 	// Usage errors from cobra's own checks (arguments, required flags) get exit status 2.
 	for _, c := range root.Commands() {
