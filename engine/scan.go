@@ -72,11 +72,13 @@ func (t *Table) plan(opts ScanOptions) (*scanPlan, error) {
 		}
 	} else {
 		for _, c := range opts.Columns {
-			idx := schema.FieldIndices(c)
-			if len(idx) == 0 {
-				return nil, fmt.Errorf("table %q: %w: %q (columns: %s)", t.name, filter.ErrUnknownColumn, c, fieldNames(schema))
+			// The same rule as column names in WHERE: exact, else a unique
+			// case-insensitive match.
+			idx, err := filter.ResolveColumn(schema, c)
+			if err != nil {
+				return nil, fmt.Errorf("table %q: column %q: %w (columns: %s)", t.name, c, err, fieldNames(schema))
 			}
-			p.outCols = append(p.outCols, idx[0])
+			p.outCols = append(p.outCols, idx)
 		}
 	}
 	fields := make([]arrow.Field, len(p.outCols))
