@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/internal/storetest"
 	"github.com/shale-db/shale/manifest"
 )
@@ -143,4 +144,32 @@ func TestCompactWhileAppending(t *testing.T) {
 		}
 	}
 	t.Logf("compaction read v%d, committed v%d after %d attempt(s), rebased over %d appends", st.ReadVersion, st.Version, st.Attempts, len(st.Rebased))
+}
+
+// TestCompactWithoutCatalog: on a bare store (no etcd) the rewrite commits at HEAD and is
+// not published; readers of the bare store see it.
+func TestCompactWithoutCatalog(t *testing.T) {
+	ctx := context.Background()
+	schema, batches := intBatches(4, 25)
+	db, err := engine.Open(ctx, storetest.Mem(t), engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl := appendEach(t, db, "t", schema, batches)
+	want := rowsOf(t, tbl)
+	st, err := Compact(ctx, db, "t", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Published || st.Version != tbl.Version()+1 || st.FragmentsAfter != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	now, err := db.OpenTable(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.Version() != st.Version {
+		t.Fatalf("HEAD %d, want %d", now.Version(), st.Version)
+	}
+	equalRows(t, "without a catalog", rowsOf(t, now), want)
 }
