@@ -111,6 +111,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.benchCommand(),
 		a.dropCommand(),
 		a.verifyCommand(),
+		a.compactCommand(),
 	)
 	// Usage errors from cobra's own checks (arguments, required flags) get exit status 2.
 	for _, c := range root.Commands() {
