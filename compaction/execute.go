@@ -284,40 +284,5 @@ func (e *Executor) groups() manifest.GroupResolver {
 	if d <= 0 {
 		d = 30 * time.Second
 	}
-	return groupResolver{cat: e.Catalog, timeout: d}
-}
-
-// groupResolver decides multi-table groups met while reading forward: it waits while one
-// is pending and aborts one still pending after timeout (as the engine's writers do).
-type groupResolver struct {
-	cat     *catalog.Catalog
-	timeout time.Duration
-}
-
-func (g groupResolver) Committed(ctx context.Context, id string) (bool, error) {
-	deadline := time.Now().Add(g.timeout)
-	wait := 2 * time.Millisecond
-	for {
-		st, err := g.cat.GroupState(ctx, id)
-		if err != nil {
-			return false, err
-		}
-		switch {
-		case st == catalog.GroupCommitted:
-			return true, nil
-		case st == catalog.GroupAborted:
-			return false, nil
-		case time.Now().After(deadline):
-			st, err = g.cat.AbortGroup(ctx, id)
-			return st == catalog.GroupCommitted, err
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return false, ctx.Err()
-		case <-t.C:
-		}
-		wait = min(wait*2, 100*time.Millisecond)
-	}
+	return catalog.GroupWaiter{Catalog: e.Catalog, Timeout: d}
 }

@@ -21,42 +21,11 @@ var ErrNeedsCatalog = errors.New("needs the etcd catalog")
 // group this long after its last keepalive.
 const groupTTL = 10 * time.Second
 
-// groupResolver decides multi-table groups for the commit loop with the catalog: it waits
-// (jittered backoff) while a group is pending and aborts one still pending after timeout.
-type groupResolver struct {
-	cat     *catalog.Catalog
-	timeout time.Duration
-}
-
-func (g groupResolver) Committed(ctx context.Context, id string) (bool, error) {
-	deadline := time.Now().Add(g.timeout)
-	wait := 2 * time.Millisecond
-	for {
-		st, err := g.cat.GroupState(ctx, id)
-		if err != nil {
-			return false, err
-		}
-		switch {
-		case st == catalog.GroupCommitted:
-			return true, nil
-		case st == catalog.GroupAborted:
-			return false, nil
-		case time.Now().After(deadline):
-			st, err = g.cat.AbortGroup(ctx, id)
-			return st == catalog.GroupCommitted, err
-		}
-		if err := sleepCtx(ctx, wait); err != nil {
-			return false, err
-		}
-		wait = min(wait*2, 100*time.Millisecond)
-	}
-}
-
 func (db *DB) groups() manifest.GroupResolver {
 	if db.cat == nil {
 		return nil
 	}
-	return groupResolver{cat: db.cat, timeout: db.opts.GroupTimeout}
+	return catalog.GroupWaiter{Catalog: db.cat, Timeout: db.opts.GroupTimeout}
 }
 
 // Snapshot is a consistent read of several tables: their published versions at one etcd

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -133,4 +134,42 @@ func (c *Catalog) AbortGroup(ctx context.Context, id string) (GroupState, error)
 func (c *Catalog) CommitGroup(ctx context.Context, id string, updates []Update) error {
 	_, err := c.publishGuarded(ctx, "commit group", updates, &groupGuard{key: c.GroupKey(id)})
 	return err
+}
+
+// GroupWaiter decides multi-table groups for readers and writers that meet a prepared
+// version (it satisfies manifest.GroupResolver): committed → true, aborted → false; while
+// pending it waits with jittered backoff (2 ms doubling to 100 ms) and aborts a group still
+// pending after Timeout (AbortGroup; a group that committed meanwhile stays committed).
+type GroupWaiter struct {
+	Catalog *Catalog
+	Timeout time.Duration
+}
+
+// Committed reports whether group id committed. Errors: etcd failures, ctx's error.
+func (g GroupWaiter) Committed(ctx context.Context, id string) (bool, error) {
+	deadline := time.Now().Add(g.Timeout)
+	wait := 2 * time.Millisecond
+	for {
+		st, err := g.Catalog.GroupState(ctx, id)
+		if err != nil {
+			return false, err
+		}
+		switch {
+		case st == GroupCommitted:
+			return true, nil
+		case st == GroupAborted:
+			return false, nil
+		case time.Now().After(deadline):
+			st, err = g.Catalog.AbortGroup(ctx, id)
+			return st == GroupCommitted, err
+		}
+		t := time.NewTimer(time.Duration(rand.Int64N(int64(wait)) + 1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false, ctx.Err()
+		case <-t.C:
+		}
+		wait = min(wait*2, 100*time.Millisecond)
+	}
 }
