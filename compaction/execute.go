@@ -61,7 +61,9 @@ type Executor struct {
 
 // New returns an Executor on db's store and catalog with default settings.
 func New(db *engine.DB) *Executor {
-	return &Executor{Store: db.Store(), Catalog: db.Catalog()}
+	o := db.Options()
+	return &Executor{Store: db.Store(), Catalog: db.Catalog(), Write: o.Write, Commit: o.Commit,
+		Allocator: o.Allocator, GroupTimeout: o.GroupTimeout, PublishTimeout: o.PublishTimeout}
 }
 
 // Stats describe one compaction.

@@ -116,6 +116,10 @@ func storeID(ctx context.Context, s objstore.Store) (string, error) {
 // Store is the DB's object store.
 func (db *DB) Store() objstore.Store { return db.store }
 
+// Options returns the DB's options with defaults filled in (maintenance executors use
+// them to write and commit as the DB's own writers do).
+func (db *DB) Options() Options { return db.opts }
+
 // Catalog is the etcd catalog, or nil without one.
 func (db *DB) Catalog() *catalog.Catalog { return db.cat }
 
