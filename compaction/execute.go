@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -57,6 +58,14 @@ type Executor struct {
 	// PublishTimeout bounds the publish (default 30 s).
 	PublishTimeout time.Duration
 	Hooks          Hooks
+	// Sidecars, when set, makes each run crash-recoverable: a sidecar naming the run's
+	// transactions and data prefixes is stored before every attempt's first data file
+	// (Phase A), each attempt writes its data files under their own prefix, and the
+	// sidecar is removed after the publish (Phase D; a failed removal is logged, not
+	// returned). recovery.Store implements it.
+	Sidecars Sidecars
+	// Logger receives the Phase D warning (default slog.Default()).
+	Logger *slog.Logger
 }
 
 // New returns an Executor on db's store and catalog with default settings.
@@ -147,6 +156,12 @@ func (e *Executor) Run(ctx context.Context, table string, opts Options) (Stats, 
 	if err != nil {
 		return st, err
 	}
+	var in *Intent
+	if e.Sidecars != nil {
+		if in, err = e.newIntent(ctx, table); err != nil {
+			return st, err
+		}
+	}
 	var lastConflict error
 	for st.Attempts < opts.MaxAttempts {
 		st.Attempts++
@@ -154,9 +169,10 @@ func (e *Executor) Run(ctx context.Context, table string, opts Options) (Stats, 
 		st.ReadVersion, st.TxnID, st.FragmentsBefore, st.Groups = p.ReadVersion, p.Txn.ID, p.FragmentsBefore, len(p.Groups)
 		if p.Empty() {
 			st.FragmentsAfter = st.FragmentsBefore
+			e.disarm(ctx, in)
 			return st, nil
 		}
-		committed, cstats, err := e.attempt(ctx, m, p, &st)
+		committed, cstats, err := e.attempt(ctx, m, p, &st, in)
 		if errors.Is(err, manifest.ErrRetryable) {
 			lastConflict = err
 			if m, err = manifest.CatchUp(ctx, e.Store, table, m, e.groups()); err != nil {
@@ -168,20 +184,35 @@ func (e *Executor) Run(ctx context.Context, table string, opts Options) (Stats, 
 			return st, err
 		}
 		st.Version, st.Rebased, st.FragmentsAfter = committed.Version, cstats.Rebased, len(committed.Fragments)
+		if err := seamAfterCommit.Inject(ctx); err != nil {
+			return st, err
+		}
 		if err := e.publish(ctx, committed, cstats.Checksum); err != nil {
 			return st, err
 		}
 		st.Published = e.Catalog != nil
+		if err := seamAfterPublish.Inject(ctx); err != nil {
+			return st, err
+		}
+		e.disarm(ctx, in)
 		return st, nil
 	}
+	// Nothing committed: the sidecar stays for recovery to remove the attempts' files.
 	return st, fmt.Errorf("table %q: %w after %d attempts: %w", table, ErrAttemptsExhausted, st.Attempts, lastConflict)
 }
 
 // attempt writes the plan's groups and commits them on top of m (the plan's read version).
-func (e *Executor) attempt(ctx context.Context, m *manifest.Manifest, p *Plan, st *Stats) (*manifest.Manifest, manifest.CommitStats, error) {
+func (e *Executor) attempt(ctx context.Context, m *manifest.Manifest, p *Plan, st *Stats, in *Intent) (*manifest.Manifest, manifest.CommitStats, error) {
 	if h := e.Hooks.BeforeFirstWrite; h != nil {
 		if err := h(ctx, p); err != nil {
 			return nil, manifest.CommitStats{}, fmt.Errorf("table %q: compaction %s: before first write: %w", p.Table, p.Txn.ID, err)
+		}
+	}
+	dataDir := manifest.DataDir(p.Table)
+	if in != nil {
+		dataDir = AttemptDataDir(p.Table, p.Txn.ID)
+		if err := e.arm(ctx, in, p, dataDir); err != nil {
+			return nil, manifest.CommitStats{}, err
 		}
 	}
 	schema, err := m.Schema.Arrow()
@@ -195,7 +226,7 @@ func (e *Executor) attempt(ctx context.Context, m *manifest.Manifest, p *Plan, s
 	if w.Allocator == nil {
 		w.Allocator = e.alloc()
 	}
-	rw := &rewriter{store: e.Store, m: m, schema: schema, write: w, mem: e.alloc()}
+	rw := &rewriter{store: e.Store, m: m, dir: dataDir, schema: schema, write: w, mem: e.alloc()}
 	results, err := rw.rewriteAll(ctx, p.Groups, p.Options.Parallelism)
 	if err != nil {
 		return nil, manifest.CommitStats{}, err
@@ -264,6 +295,9 @@ func (e *Executor) publish(ctx context.Context, m *manifest.Manifest, checksum u
 	}
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
+	if err := seamBeforePublish.Inject(ctx); err != nil {
+		return fmt.Errorf("table %q: version %d: %w: %w", m.Table, m.Version, ErrNotPublished, err)
+	}
 	_, err := e.Catalog.FastForward(ctx, m.Table, catalog.Pointer{Version: m.Version, ManifestKey: m.Key(), Checksum: checksum})
 	if err != nil {
 		return fmt.Errorf("table %q: version %d: %w: %w", m.Table, m.Version, ErrNotPublished, err)

@@ -21,6 +21,7 @@ import (
 type rewriter struct {
 	store  objstore.Store
 	m      *manifest.Manifest // the pinned read version
+	dir    string             // where the new data files go
 	schema *arrow.Schema      // the table schema at m
 	write  fragment.WriterOptions
 	mem    memory.Allocator
@@ -78,7 +79,7 @@ func (r *rewriter) rewriteAll(ctx context.Context, groups []Group, par int) ([]g
 // the table schema. Memory: one input batch plus the writer's current file.
 func (r *rewriter) rewriteGroup(ctx context.Context, g Group) (groupResult, error) {
 	var res groupResult
-	w, err := fragment.NewWriter(ctx, r.store, manifest.DataDir(r.m.Table), r.schema, r.m.Schema.FieldIDs, r.write)
+	w, err := fragment.NewWriter(ctx, r.store, r.dir, r.schema, r.m.Schema.FieldIDs, r.write)
 	if err != nil {
 		return res, err
 	}

@@ -1,0 +1,146 @@
+package recovery
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/shale-db/shale/compaction"
+	"github.com/shale-db/shale/engine"
+	"github.com/shale-db/shale/internal/coord"
+	"github.com/shale-db/shale/internal/objstore"
+)
+
+// testEtcd is one embedded etcd shared by the package's tests (real etcd, not a mock).
+var testEtcd *coord.Embedded
+
+// childEnv set makes the re-executed test binary run one compaction (child) and exit.
+const childEnv = "SHALE_RECOVERY_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		if err := child(); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	dir, err := os.MkdirTemp("", "shale-recovery-etcd-")
+	if err != nil {
+		panic(err)
+	}
+	testEtcd, err = coord.StartEmbedded(dir)
+	if err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	testEtcd.Close()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// child compacts TABLE in the store at STORE_URL with sidecars on (SHALE_FAILPOINTS,
+// read by internal/failpoint at start-up, decides where it dies).
+func child() error {
+	ctx := context.Background()
+	s, err := objstore.Open(ctx, os.Getenv("STORE_URL"), objstore.Options{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	cli, err := coord.Connect(ctx, coord.Config{Endpoints: strings.Split(os.Getenv("ETCD"), ",")})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	db, err := engine.Open(ctx, s, engine.Options{Etcd: cli.Etcd()})
+	if err != nil {
+		return err
+	}
+	st, err := Enable(compaction.New(db)).Run(ctx, os.Getenv("TABLE"), compaction.Options{TargetRows: 1000})
+	if err != nil {
+		return err
+	}
+	if st.Version == 0 {
+		return fmt.Errorf("nothing compacted")
+	}
+	return nil
+}
+
+// openDB opens a DB on s with the shared etcd as its catalog.
+func openDB(t testing.TB, s objstore.Store) *engine.DB {
+	t.Helper()
+	ctx := context.Background()
+	cli, err := coord.Connect(ctx, coord.Config{Endpoints: testEtcd.Endpoints()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	db, err := engine.Open(ctx, s, engine.Options{Etcd: cli.Etcd()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// makeTable creates name with n appends of rows rows each (id int64, s string): n small
+// fragments.
+func makeTable(t testing.TB, db *engine.DB, name string, n, rows int) {
+	t.Helper()
+	ctx := context.Background()
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
+	}, nil)
+	tbl, err := db.CreateTable(ctx, name, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := int64(0)
+	for range n {
+		b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+		for range rows {
+			b.Field(0).(*array.Int64Builder).Append(id)
+			b.Field(1).(*array.StringBuilder).Append(fmt.Sprintf("row-%d", id))
+			id++
+		}
+		rec := b.NewRecordBatch()
+		b.Release()
+		_, err := tbl.AppendRecord(ctx, rec)
+		rec.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// rowsOf scans table name at its published version, one string per row.
+func rowsOf(t testing.TB, db *engine.DB, name string) []string {
+	t.Helper()
+	tbl, err := db.OpenTable(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := tbl.Scan(context.Background(), engine.ScanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Release()
+	var out []string
+	for sc.Next() {
+		rec := sc.RecordBatch()
+		for i := 0; i < int(rec.NumRows()); i++ {
+			out = append(out, rec.Column(0).ValueStr(i)+"|"+rec.Column(1).ValueStr(i))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

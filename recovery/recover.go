@@ -1,0 +1,362 @@
+package recovery
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/manifest/catalog"
+)
+
+// Defaults for Options.
+const (
+	// DefaultMinAge: a sidecar younger than this may belong to a compaction still running
+	// and is skipped (its files could otherwise be deleted under it).
+	DefaultMinAge = 10 * time.Minute
+	// DefaultClaimTTL: a claim older than this was left by a recovery that died, and is
+	// taken over.
+	DefaultClaimTTL = 2 * time.Minute
+)
+
+// Options tune Recover. Zero values take the defaults.
+type Options struct {
+	// MinAge skips sidecars created less than MinAge ago (default DefaultMinAge). Negative:
+	// act on every sidecar; only for callers that know no compaction is running (tests,
+	// an operator who stopped every writer).
+	MinAge time.Duration
+	// ClaimTTL is the age past which another recovery's claim on a sidecar is stale
+	// (default DefaultClaimTTL).
+	ClaimTTL time.Duration
+	// PublishTimeout bounds one roll-forward publish (default 30 s).
+	PublishTimeout time.Duration
+}
+
+// Actions recorded in Outcome.Action.
+const (
+	RolledForward    = "rolled-forward"    // a transaction of the operation landed; it is now published
+	AlreadyPublished = "already-published" // it landed and the pointer was already at or past it
+	RolledBack       = "rolled-back"       // nothing landed; the attempts' unreferenced files were deleted
+	SkippedYoung     = "skipped-young"     // younger than MinAge: possibly still running
+	SkippedClaimed   = "skipped-claimed"   // another recovery is resolving it
+	Gone             = "gone"              // removed by someone else between the listing and the read
+	Failed           = "failed"            // see Err; the sidecar stays
+)
+
+// Outcome is what Recover did with one sidecar.
+type Outcome struct {
+	Key          string   `json:"key"`
+	Operation    string   `json:"operation"`
+	Table        string   `json:"table,omitempty"`
+	Action       string   `json:"action"`
+	Version      uint64   `json:"version,omitempty"`   // the version the operation committed (roll forward)
+	Published    uint64   `json:"published,omitempty"` // the table's published version afterwards (0: unknown or no catalog)
+	DeletedFiles []string `json:"deleted_files,omitempty"`
+	Err          string   `json:"error,omitempty"`
+}
+
+// Report lists one Outcome per sidecar examined, oldest first.
+type Report struct {
+	Outcomes []Outcome `json:"outcomes"`
+}
+
+// Pending returns the keys of the sidecars of table ("" = every table) in the store,
+// oldest first (one LIST plus one GET per sidecar when table is set).
+// Errors: store errors.
+func Pending(ctx context.Context, s objstore.Store, table string) ([]string, error) {
+	objs, err := s.List(ctx, Dir, 0)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", Dir, err)
+	}
+	var keys []string
+	for _, o := range objs {
+		if !strings.HasSuffix(o.Key, ".json") {
+			continue
+		}
+		if table != "" {
+			b, err := s.Get(ctx, o.Key)
+			if errors.Is(err, objstore.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("sidecar %s: %w", o.Key, err)
+			}
+			var head struct {
+				Table string `json:"table"`
+			}
+			// An unparsable sidecar is everybody's: Recover reports it.
+			if json.Unmarshal(b, &head) == nil && head.Table != table {
+				continue
+			}
+		}
+		keys = append(keys, o.Key)
+	}
+	return keys, nil // List returns byte order: ULIDs sort by creation time
+}
+
+// Recover resolves the sidecars of table ("" = every table) in store s, oldest first.
+// cat is the catalog holding published pointers (nil: a bare store; nothing is
+// published). For each sidecar it takes a claim (_recovery/<id>.claim, put-if-absent),
+// re-reads the sidecar, and reads every version from the lowest attempt read version to
+// HEAD:
+//
+//   - a version carrying one of the sidecar's transaction ids landed: publish it by
+//     fast-forward (roll forward), delete the files of the other attempts that no
+//     version references, then the sidecar;
+//   - none landed: delete every file under the attempts' data prefixes that no version
+//     references (roll back), then the sidecar.
+//
+// Versions made by other transactions are never published, and a file a version
+// references is never deleted. Recover is idempotent and safe to run concurrently with
+// writers and with itself (the claim makes one of two racing recoveries act; the other
+// reports SkippedClaimed or Gone). Sidecars younger than Options.MinAge are skipped.
+//
+// Errors: listing failures are returned; a failure on one sidecar is recorded in its
+// Outcome (Action Failed, the sidecar kept) and joined into the returned error, and the
+// others are still resolved. Errors name the sidecar key.
+func Recover(ctx context.Context, s objstore.Store, cat *catalog.Catalog, table string, opts Options) (Report, error) {
+	if opts.MinAge == 0 {
+		opts.MinAge = DefaultMinAge
+	}
+	if opts.ClaimTTL <= 0 {
+		opts.ClaimTTL = DefaultClaimTTL
+	}
+	if opts.PublishTimeout <= 0 {
+		opts.PublishTimeout = 30 * time.Second
+	}
+	var rep Report
+	keys, err := Pending(ctx, s, table)
+	if err != nil {
+		return rep, err
+	}
+	r := &recoverer{s: s, cat: cat, opts: opts}
+	var errs []error
+	for _, key := range keys {
+		out, err := r.one(ctx, key, table)
+		if err != nil {
+			out.Action, out.Err = Failed, err.Error()
+			errs = append(errs, err)
+		}
+		if out.Action != "" {
+			rep.Outcomes = append(rep.Outcomes, out)
+		}
+	}
+	return rep, errors.Join(errs...)
+}
+
+type recoverer struct {
+	s    objstore.Store
+	cat  *catalog.Catalog
+	opts Options
+}
+
+type claim struct {
+	Token string    `json:"token"`
+	Taken time.Time `json:"taken"`
+}
+
+// one resolves the sidecar at key. An Outcome with an empty Action means "not this
+// table's" (skipped silently).
+func (r *recoverer) one(ctx context.Context, key, table string) (Outcome, error) {
+	id := strings.TrimSuffix(strings.TrimPrefix(key, Dir), ".json")
+	out := Outcome{Key: key, Operation: id}
+	sc, ok, err := r.read(ctx, key)
+	if err != nil || !ok {
+		if !ok && err == nil {
+			out.Action = Gone
+		}
+		return out, err
+	}
+	out.Table = sc.Table
+	if table != "" && sc.Table != table {
+		return Outcome{}, nil
+	}
+	if r.opts.MinAge > 0 && time.Since(sc.Created) < r.opts.MinAge {
+		out.Action = SkippedYoung
+		return out, nil
+	}
+	release, ok, err := r.claim(ctx, id)
+	if err != nil {
+		return out, err
+	}
+	if !ok {
+		out.Action = SkippedClaimed
+		return out, nil
+	}
+	defer release()
+	// Re-read under the claim: another recovery may have finished it meanwhile.
+	sc, ok, err = r.read(ctx, key)
+	if err != nil || !ok {
+		if !ok && err == nil {
+			out.Action = Gone
+		}
+		return out, err
+	}
+	return r.resolve(ctx, key, sc, out)
+}
+
+// read gets and decodes the sidecar at key; ok is false when it no longer exists.
+func (r *recoverer) read(ctx context.Context, key string) (Sidecar, bool, error) {
+	b, err := r.s.Get(ctx, key)
+	if errors.Is(err, objstore.ErrNotFound) {
+		return Sidecar{}, false, nil
+	}
+	if err != nil {
+		return Sidecar{}, false, fmt.Errorf("sidecar %s: %w", key, err)
+	}
+	sc, err := Decode(b)
+	if err != nil {
+		return sc, false, fmt.Errorf("sidecar %s: %w", key, err)
+	}
+	return sc, true, nil
+}
+
+// claim takes the claim on operation id (put-if-absent), taking over a stale one.
+func (r *recoverer) claim(ctx context.Context, id string) (release func(), ok bool, err error) {
+	key := claimKey(id)
+	var tok [16]byte
+	_, _ = rand.Read(tok[:])
+	body, _ := json.Marshal(claim{Token: hex.EncodeToString(tok[:]), Taken: time.Now().UTC()})
+	release = func() { _ = r.s.Delete(context.WithoutCancel(ctx), key) }
+	for try := 0; try < 2; try++ {
+		err := r.s.PutIfAbsent(ctx, key, body)
+		if err == nil {
+			return release, true, nil
+		}
+		if !errors.Is(err, objstore.ErrPreconditionFailed) {
+			return nil, false, fmt.Errorf("claim %s: %w", key, err)
+		}
+		b, err := r.s.Get(ctx, key)
+		if errors.Is(err, objstore.ErrNotFound) {
+			continue // released meanwhile
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("claim %s: %w", key, err)
+		}
+		var c claim
+		if json.Unmarshal(b, &c) == nil && time.Since(c.Taken) < r.opts.ClaimTTL {
+			return nil, false, nil
+		}
+		// Stale (its recovery died) or unreadable: take it over.
+		if err := r.s.Delete(ctx, key); err != nil {
+			return nil, false, fmt.Errorf("claim %s: %w", key, err)
+		}
+	}
+	return nil, false, nil
+}
+
+// resolve rolls sc forward or back, then deletes it.
+func (r *recoverer) resolve(ctx context.Context, key string, sc Sidecar, out Outcome) (Outcome, error) {
+	txns := map[string]bool{}
+	from := sc.Attempts[0].ReadVersion
+	for _, a := range sc.Attempts {
+		txns[a.TxnID] = true
+		from = min(from, a.ReadVersion)
+	}
+	var landed *manifest.Manifest
+	referenced := map[string]bool{} // keys under the attempts' prefixes that some version names
+	head, err := manifest.Head(ctx, r.s, sc.Table)
+	switch {
+	case errors.Is(err, manifest.ErrTableNotFound):
+		head = 0 // dropped: no version references anything
+	case err != nil:
+		return out, fmt.Errorf("sidecar %s: table %q: %w", key, sc.Table, err)
+	}
+	// A version at or below `from` existed before any attempt wrote a file, so it can
+	// neither carry the operation's transactions nor reference its files.
+	for v := from + 1; v <= head; v++ {
+		m, err := manifest.Load(ctx, r.s, sc.Table, v)
+		if errors.Is(err, manifest.ErrVersionNotFound) {
+			continue // expired meanwhile
+		}
+		if err != nil {
+			return out, fmt.Errorf("sidecar %s: %w", key, err)
+		}
+		if txns[m.Txn.ID] {
+			if landed != nil && landed.Txn.ID != m.Txn.ID {
+				return out, fmt.Errorf("sidecar %s: table %q: transactions %s (v%d) and %s (v%d) both landed",
+					key, sc.Table, landed.Txn.ID, landed.Version, m.Txn.ID, m.Version)
+			}
+			if landed == nil {
+				landed = m
+			}
+		}
+		for _, f := range m.Fragments {
+			for _, df := range f.Files {
+				if underAny(df.Key, sc.Attempts) {
+					referenced[df.Key] = true
+				}
+			}
+		}
+	}
+	if landed != nil {
+		out.Version = landed.Version
+		out.Action = RolledForward
+		if r.cat != nil {
+			pub, err := r.publish(ctx, landed)
+			if err != nil {
+				return out, fmt.Errorf("sidecar %s: table %q: roll forward version %d: %w", key, sc.Table, landed.Version, err)
+			}
+			out.Published = pub.prev
+			if pub.prev >= landed.Version {
+				out.Action = AlreadyPublished
+			}
+			out.Published = pub.now
+		}
+	} else {
+		out.Action = RolledBack
+	}
+	// Files of attempts that did not land (and, defensively, any file no version names).
+	for _, a := range sc.Attempts {
+		objs, err := r.s.List(ctx, a.DataPrefix, 0)
+		if err != nil {
+			return out, fmt.Errorf("sidecar %s: list %s: %w", key, a.DataPrefix, err)
+		}
+		for _, o := range objs {
+			if referenced[o.Key] {
+				continue
+			}
+			if err := r.s.Delete(ctx, o.Key); err != nil {
+				return out, fmt.Errorf("sidecar %s: delete %s: %w", key, o.Key, err)
+			}
+			out.DeletedFiles = append(out.DeletedFiles, o.Key)
+		}
+	}
+	if err := r.s.Delete(ctx, key); err != nil {
+		return out, fmt.Errorf("delete sidecar %s: %w", key, err)
+	}
+	return out, nil
+}
+
+type published struct{ prev, now uint64 }
+
+// publish fast-forwards the table's pointer to m (a no-op when it is at or past m).
+func (r *recoverer) publish(ctx context.Context, m *manifest.Manifest) (published, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.opts.PublishTimeout)
+	defer cancel()
+	var pub published
+	p, _, err := r.cat.Get(ctx, m.Table)
+	switch {
+	case err == nil:
+		pub.prev = p.Version
+	case !errors.Is(err, catalog.ErrNoPointer):
+		return pub, err
+	}
+	now, err := r.cat.FastForward(ctx, m.Table, catalog.Pointer{Version: m.Version, ManifestKey: m.Key(), Checksum: m.Checksum()})
+	if err != nil {
+		return pub, err
+	}
+	pub.now = now.Version
+	return pub, nil
+}
+
+func underAny(key string, as []Attempt) bool {
+	return slices.ContainsFunc(as, func(a Attempt) bool { return strings.HasPrefix(key, a.DataPrefix) })
+}

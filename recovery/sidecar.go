@@ -1,0 +1,155 @@
+// Package recovery makes maintenance operations crash-safe (DESIGN §11-12): a
+// compaction stores a sidecar, _recovery/<operation ULID>.json, naming every transaction
+// it may commit and the data-file prefix of each attempt before it writes anything
+// (Phase A), and removes it after the publish (Phase D). Recover resolves the sidecars a
+// crashed or failed operation left: it rolls forward (publishes) a transaction that
+// landed, or deletes the files of attempts that never landed, and then the sidecar.
+//
+// The import direction is recovery → compaction: compaction defines the Sidecars
+// interface and the Intent it records; Sidecars here implements it.
+package recovery
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/shale-db/shale/compaction"
+	"github.com/shale-db/shale/internal/objstore"
+)
+
+// Dir is the store prefix holding sidecars (and the claims of running recoveries).
+const Dir = "_recovery/"
+
+// Format is the sidecar format version this build writes; it refuses to act on a larger one.
+const Format = 1
+
+// KindCompaction is the only sidecar kind so far.
+const KindCompaction = "compaction"
+
+// Errors.
+var (
+	// ErrNewerFormat: the sidecar was written by a newer build; it is left untouched.
+	ErrNewerFormat = errors.New("recovery: sidecar has a newer format")
+	// ErrCorrupt: the sidecar cannot be parsed or lacks required fields; it is left untouched.
+	ErrCorrupt = errors.New("recovery: corrupt sidecar")
+	// ErrUnknownKind: the sidecar names an operation kind this build cannot recover.
+	ErrUnknownKind = errors.New("recovery: unknown sidecar kind")
+)
+
+// Sidecar is the stored form of a compaction run's intent (JSON):
+//
+//	{"format":1,"kind":"compaction","operation_id":"01J…","table":"t",
+//	 "created":"2026-…Z","published_at_start":7,
+//	 "attempts":[{"txn_id":"01J…","read_version":7,"data_prefix":"t/data/01J…/"}]}
+//
+// Every data file an attempt writes has a key starting with its data_prefix; every
+// version the operation may commit carries one of the attempts' txn_id.
+type Sidecar struct {
+	Format           int       `json:"format"`
+	Kind             string    `json:"kind"`
+	OperationID      string    `json:"operation_id"`
+	Table            string    `json:"table"`
+	Created          time.Time `json:"created"`
+	PublishedAtStart uint64    `json:"published_at_start"`
+	Attempts         []Attempt `json:"attempts"`
+}
+
+// Attempt is one attempt of the operation (see compaction.Attempt).
+type Attempt struct {
+	TxnID       string `json:"txn_id"`
+	ReadVersion uint64 `json:"read_version"`
+	DataPrefix  string `json:"data_prefix"`
+}
+
+// Key returns the object key of operation id's sidecar: _recovery/<id>.json.
+func Key(id string) string { return Dir + id + ".json" }
+
+func claimKey(id string) string { return Dir + id + ".claim" }
+
+// FromIntent converts a compaction intent into its sidecar.
+func FromIntent(in *compaction.Intent) Sidecar {
+	sc := Sidecar{Format: Format, Kind: KindCompaction, OperationID: in.ID, Table: in.Table,
+		Created: in.Created, PublishedAtStart: in.PublishedAtStart}
+	for _, a := range in.Attempts {
+		sc.Attempts = append(sc.Attempts, Attempt{TxnID: a.TxnID, ReadVersion: a.ReadVersion, DataPrefix: a.DataPrefix})
+	}
+	return sc
+}
+
+// Encode returns the JSON form.
+func (sc Sidecar) Encode() []byte {
+	b, err := json.Marshal(sc)
+	if err != nil {
+		panic(err) // plain field types cannot fail
+	}
+	return b
+}
+
+// Decode parses a stored sidecar. Errors: ErrNewerFormat, ErrCorrupt, ErrUnknownKind
+// (the caller adds the key).
+func Decode(b []byte) (Sidecar, error) {
+	var sc Sidecar
+	if err := json.Unmarshal(b, &sc); err != nil {
+		return sc, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	switch {
+	case sc.Format > Format:
+		return sc, fmt.Errorf("%w: format %d, this build reads up to %d", ErrNewerFormat, sc.Format, Format)
+	case sc.Format < 1:
+		return sc, fmt.Errorf("%w: missing or bad format %d", ErrCorrupt, sc.Format)
+	case sc.Kind != KindCompaction:
+		return sc, fmt.Errorf("%w: %q", ErrUnknownKind, sc.Kind)
+	case sc.OperationID == "" || sc.Table == "" || len(sc.Attempts) == 0:
+		return sc, fmt.Errorf("%w: operation %q, table %q, %d attempts", ErrCorrupt, sc.OperationID, sc.Table, len(sc.Attempts))
+	}
+	for _, a := range sc.Attempts {
+		// A prefix outside the table's data directory would let recovery delete foreign files.
+		if a.TxnID == "" || !strings.HasPrefix(a.DataPrefix, sc.Table+"/data/") || !strings.HasSuffix(a.DataPrefix, "/") {
+			return sc, fmt.Errorf("%w: attempt %+v", ErrCorrupt, a)
+		}
+	}
+	return sc, nil
+}
+
+// Sidecars stores compaction sidecars in a store; it implements compaction.Sidecars.
+type Sidecars struct {
+	Store objstore.Store
+}
+
+var _ compaction.Sidecars = Sidecars{}
+
+// Arm stores in's sidecar: put-if-absent for its first attempt, an atomic overwrite
+// (with every attempt so far) for later ones. Errors: store errors naming the key.
+func (s Sidecars) Arm(ctx context.Context, in *compaction.Intent) error {
+	key := Key(in.ID)
+	body := FromIntent(in).Encode()
+	var err error
+	if len(in.Attempts) <= 1 {
+		err = s.Store.PutIfAbsent(ctx, key, body)
+	} else {
+		err = s.Store.Put(ctx, key, body)
+	}
+	if err != nil {
+		return fmt.Errorf("table %q: sidecar %s: %w", in.Table, key, err)
+	}
+	return nil
+}
+
+// Disarm deletes in's sidecar. Errors: store errors naming the key.
+func (s Sidecars) Disarm(ctx context.Context, in *compaction.Intent) error {
+	key := Key(in.ID)
+	if err := s.Store.Delete(ctx, key); err != nil {
+		return fmt.Errorf("table %q: delete sidecar %s: %w", in.Table, key, err)
+	}
+	return nil
+}
+
+// Enable makes e's runs recoverable: it sets e.Sidecars to a Sidecars on e.Store.
+func Enable(e *compaction.Executor) *compaction.Executor {
+	e.Sidecars = Sidecars{Store: e.Store}
+	return e
+}
