@@ -114,6 +114,37 @@ type storeDB struct {
 	db *engine.DB
 }
 
+// TestReplanThenSuccessCleansUp: a run that replanned and then committed removes the
+// first attempt's files along with its sidecar (Phase D).
+func TestReplanThenSuccessCleansUp(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.Mem(t)
+	db := openDB(t, s)
+	makeTable(t, db, "t", 6, 20)
+	attempts := 0
+	ex := Enable(compaction.New(db))
+	ex.Hooks.BeforeCommit = func(ctx context.Context, p *compaction.Plan) error {
+		if attempts++; attempts > 1 {
+			return nil
+		}
+		w, err := db.OpenTable(ctx, "t")
+		if err != nil {
+			return err
+		}
+		_, err = w.Delete(ctx, "id = 3")
+		return err
+	}
+	st, err := ex.Run(ctx, "t", compaction.Options{TargetRows: 1000})
+	if err != nil || st.Attempts != 2 || st.Version == 0 {
+		t.Fatalf("run: %+v, %v", st, err)
+	}
+	before := rowsOf(t, db, "t")
+	if len(before) != 119 {
+		t.Fatalf("%d rows, want 119", len(before))
+	}
+	checkRecovered(t, s, db, "t", before) // no sidecar, no unreferenced data file
+}
+
 // crashAt prepares table t in a local store and kills a compacting child at seam.
 func crashAt(t *testing.T, seam string) (*storeDB, []string) {
 	t.Helper()

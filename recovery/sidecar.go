@@ -139,9 +139,19 @@ func (s Sidecars) Arm(ctx context.Context, in *compaction.Intent) error {
 	return nil
 }
 
-// Disarm deletes in's sidecar. Errors: store errors naming the key.
+// Disarm deletes in's sidecar after its run published (or found nothing to do). A run
+// that replanned first resolves the sidecar as Recover would without publishing: the
+// files of attempts that no version references are deleted, then the sidecar. Errors:
+// store errors naming the key.
 func (s Sidecars) Disarm(ctx context.Context, in *compaction.Intent) error {
 	key := Key(in.ID)
+	if len(in.Attempts) > 1 {
+		r := &recoverer{s: s.Store}
+		if _, err := r.resolve(ctx, key, FromIntent(in), Outcome{Key: key, Operation: in.ID}); err != nil {
+			return fmt.Errorf("table %q: %w", in.Table, err)
+		}
+		return nil
+	}
 	if err := s.Store.Delete(ctx, key); err != nil {
 		return fmt.Errorf("table %q: delete sidecar %s: %w", in.Table, key, err)
 	}
