@@ -28,7 +28,8 @@ const (
 
 // Options tune Recover. Zero values take the defaults.
 type Options struct {
-	// MinAge skips sidecars created less than MinAge ago (default DefaultMinAge). Negative:
+	// MinAge skips sidecars created or rewritten less than MinAge ago (default
+	// DefaultMinAge). Negative:
 	// act on every sidecar; only for callers that know no compaction is running (tests,
 	// an operator who stopped every writer).
 	MinAge time.Duration
@@ -178,9 +179,16 @@ func (r *recoverer) one(ctx context.Context, key, table string) (Outcome, error)
 	if table != "" && sc.Table != table {
 		return Outcome{}, nil
 	}
-	if r.opts.MinAge > 0 && time.Since(sc.Created) < r.opts.MinAge {
-		out.Action = SkippedYoung
-		return out, nil
+	if r.opts.MinAge > 0 {
+		// Age counts from the last write of the sidecar (each attempt rewrites it).
+		last := sc.Created
+		if info, err := r.s.Head(ctx, key); err == nil && info.ModTime.After(last) {
+			last = info.ModTime
+		}
+		if time.Since(last) < r.opts.MinAge {
+			out.Action = SkippedYoung
+			return out, nil
+		}
 	}
 	release, ok, err := r.claim(ctx, id)
 	if err != nil {
