@@ -112,6 +112,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.dropCommand(),
 		a.verifyCommand(),
 		a.compactCommand(),
+		a.recoverCommand(),
 	)
 	// Usage errors from cobra's own checks (arguments, required flags) get exit status 2.
 	for _, c := range root.Commands() {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/shale-db/shale/compaction"
 	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/recovery"
 )
 
 func (a *app) compactCommand() *cobra.Command {
@@ -52,6 +53,7 @@ fragment being rewritten makes compaction replan (up to 3 attempts).
 				return err
 			}
 			ex := compaction.New(db)
+			recovery.Enable(ex) // Phase A sidecar before the first write; `shale recover` resolves a crash
 			if dryRun {
 				p, err := ex.Plan(cmd.Context(), args[0], opts)
 				if err != nil {
