@@ -15,42 +15,16 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/shale-db/shale/engine"
-	"github.com/shale-db/shale/internal/coord"
+	"github.com/shale-db/shale/engine/enginetest"
 	"github.com/shale-db/shale/internal/objstore"
 )
 
-// testEtcd is one embedded etcd shared by the package's tests (real etcd, not a mock).
-var testEtcd *coord.Embedded
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "shale-compaction-etcd-")
-	if err != nil {
-		panic(err)
-	}
-	testEtcd, err = coord.StartEmbedded(dir)
-	if err != nil {
-		panic(err)
-	}
-	code := m.Run()
-	testEtcd.Close()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+// TestMain runs the tests with one real embedded etcd (engine/enginetest).
+func TestMain(m *testing.M) { enginetest.Main(m) }
 
 // openDB opens a DB on s with the shared etcd as its catalog.
 func openDB(t testing.TB, s objstore.Store) *engine.DB {
-	t.Helper()
-	ctx := context.Background()
-	cli, err := coord.Connect(ctx, coord.Config{Endpoints: testEtcd.Endpoints()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	db, err := engine.Open(ctx, s, engine.Options{Etcd: cli.Etcd()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db
+	return enginetest.OpenDB(t, s, engine.Options{})
 }
 
 // flightBatches returns the first n record batches of rows rows each from the bundled

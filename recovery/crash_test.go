@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/shale-db/shale/engine"
+	"github.com/shale-db/shale/engine/enginetest"
 	"github.com/shale-db/shale/internal/failpoint"
 	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/internal/storetest"
@@ -42,7 +43,7 @@ func runChild(t *testing.T, s objstore.Store, table, seam string) (killed bool) 
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=1", "STORE_URL="+s.URL(), "TABLE="+table,
-		"ETCD="+strings.Join(testEtcd.Endpoints(), ","))
+		"ETCD="+strings.Join(enginetest.Etcd().Endpoints(), ","))
 	if seam != "" {
 		cmd.Env = append(cmd.Env, failpoint.EnvVar+"="+seam+"=kill")
 	}

@@ -13,12 +13,10 @@ import (
 
 	"github.com/shale-db/shale/compaction"
 	"github.com/shale-db/shale/engine"
+	"github.com/shale-db/shale/engine/enginetest"
 	"github.com/shale-db/shale/internal/coord"
 	"github.com/shale-db/shale/internal/objstore"
 )
-
-// testEtcd is one embedded etcd shared by the package's tests (real etcd, not a mock).
-var testEtcd *coord.Embedded
 
 // childEnv set makes the re-executed test binary run one compaction (child) and exit.
 const childEnv = "SHALE_RECOVERY_TEST_CHILD"
@@ -31,18 +29,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	dir, err := os.MkdirTemp("", "shale-recovery-etcd-")
-	if err != nil {
-		panic(err)
-	}
-	testEtcd, err = coord.StartEmbedded(dir)
-	if err != nil {
-		panic(err)
-	}
-	code := m.Run()
-	testEtcd.Close()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	enginetest.Main(m)
 }
 
 // child compacts TABLE in the store at STORE_URL with sidecars on (SHALE_FAILPOINTS,
@@ -75,18 +62,7 @@ func child() error {
 
 // openDB opens a DB on s with the shared etcd as its catalog.
 func openDB(t testing.TB, s objstore.Store) *engine.DB {
-	t.Helper()
-	ctx := context.Background()
-	cli, err := coord.Connect(ctx, coord.Config{Endpoints: testEtcd.Endpoints()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	db, err := engine.Open(ctx, s, engine.Options{Etcd: cli.Etcd()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db
+	return enginetest.OpenDB(t, s, engine.Options{})
 }
 
 // makeTable creates name with n appends of rows rows each (id int64, s string): n small

@@ -2,7 +2,6 @@ package verify
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 
@@ -11,29 +10,15 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/shale-db/shale/engine"
-	"github.com/shale-db/shale/internal/coord"
+	"github.com/shale-db/shale/engine/enginetest"
 	"github.com/shale-db/shale/internal/fragment"
 	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
 )
 
-var testEtcd *coord.Embedded
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "shale-verify-etcd-")
-	if err != nil {
-		panic(err)
-	}
-	testEtcd, err = coord.StartEmbedded(dir)
-	if err != nil {
-		panic(err)
-	}
-	code := m.Run()
-	testEtcd.Close()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+// TestMain runs the tests with one real embedded etcd (engine/enginetest).
+func TestMain(m *testing.M) { enginetest.Main(m) }
 
 // fixture is a table with several versions, data files of several record batches, and a
 // deletion vector, published in etcd.
@@ -50,16 +35,7 @@ type fixture struct {
 func newFixture(t *testing.T, s objstore.Store) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	cli, err := coord.Connect(ctx, coord.Config{Endpoints: testEtcd.Endpoints()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	db, err := engine.Open(ctx, s, engine.Options{Etcd: cli.Etcd(),
-		Write: fragment.WriterOptions{MaxRowsPerBatch: 64}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := enginetest.OpenDB(t, s, engine.Options{Write: fragment.WriterOptions{MaxRowsPerBatch: 64}})
 	schema := arrow.NewSchema([]arrow.Field{
 		{Name: "a", Type: arrow.PrimitiveTypes.Int64},
 		{Name: "b", Type: arrow.BinaryTypes.String, Nullable: true},
