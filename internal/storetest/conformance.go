@@ -40,7 +40,6 @@ func Conformance(t *testing.T, k Kind) {
 		t.Run("LargeConditionalObject", func(t *testing.T) { testLargeConditional(t, open(t)) })
 	}
 	t.Run("Counters", func(t *testing.T) { testCounters(t, open(t)) })
-	t.Run("ReaderAt", func(t *testing.T) { testReaderAt(t, open(t)) })
 }
 
 func ctxT(t testing.TB) context.Context {
@@ -454,22 +453,6 @@ func testCounters(t *testing.T, s objstore.Store) {
 			t.Fatal(err)
 		}
 	})
-}
-
-func testReaderAt(t *testing.T, s objstore.Store) {
-	ctx := ctxT(t)
-	data := []byte("the quick brown fox")
-	mustPut(t, s, "ra/obj", data)
-	r := objstore.NewReaderAt(ctx, s, "ra/obj", int64(len(data)))
-	buf := make([]byte, 5)
-	requireDelta(t, s, "ReadAt", map[objstore.Op]int64{objstore.OpGetRange: 1}, 5, 0, func() {
-		if n, err := r.ReadAt(buf, 4); err != nil || n != 5 || string(buf) != "quick" {
-			t.Fatalf("ReadAt = %d %q %v", n, buf, err)
-		}
-	})
-	if n, err := r.ReadAt(buf, int64(len(data))-3); n != 3 || err == nil || string(buf[:3]) != "fox" {
-		t.Fatalf("ReadAt past the end = %d %q %v, want 3 \"fox\" io.EOF", n, buf[:n], err)
-	}
 }
 
 // RandomBytes returns n pseudo-random bytes from a seed it logs (so a failure can be
