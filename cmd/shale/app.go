@@ -113,6 +113,8 @@ func (a *app) rootCommand() *cobra.Command {
 		a.verifyCommand(),
 		a.compactCommand(),
 		a.recoverCommand(),
+		a.repairCommand(),
+		a.gcCommand(),
 	)
 	// Usage errors from cobra's own checks (arguments, required flags) get exit status 2.
 	for _, c := range root.Commands() {
