@@ -49,6 +49,12 @@ type Options struct {
 	// before aborting it (default 30 s; a group whose writer died aborts sooner, when its
 	// lease expires).
 	GroupTimeout time.Duration
+	// BeforeFirstWrite, when set, runs once per DB and table before the first commit of a
+	// write to that table (Append, Overwrite, Delete, Update, schema and config changes;
+	// not CreateTable), with the DB's store and catalog (nil without one). An error fails
+	// that write and the hook runs again before the next one; concurrent first writes
+	// wait for one run. recovery.Hook rolls forward crashed maintenance here.
+	BeforeFirstWrite func(ctx context.Context, store objstore.Store, cat *catalog.Catalog, table string) error
 }
 
 // DB is a set of tables in one store.

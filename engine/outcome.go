@@ -91,6 +91,9 @@ func (t *Table) commit(ctx context.Context, txn manifest.Transaction) (CommitRes
 	if t.readOnly {
 		return CommitResult{}, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
 	}
+	if err := t.db.beforeFirstWrite(ctx, t.name); err != nil {
+		return CommitResult{}, err
+	}
 	opts := t.db.opts.Commit
 	opts.Groups = t.db.groups()
 	var (

@@ -37,13 +37,14 @@ var crashSeams = []struct {
 	{"compaction.before_sidecar_delete", AlreadyPublished, false},
 }
 
-// runChild compacts table in a child process killed at seam ("" = not killed) and
-// reports whether SIGKILL ended it.
-func runChild(t *testing.T, s objstore.Store, table, seam string) (killed bool) {
+// runChild compacts table (or with env CHILD_MODE=recover, recovers it) in a child
+// process killed at seam ("" = not killed) and reports whether SIGKILL ended it.
+func runChild(t *testing.T, s objstore.Store, table, seam string, env ...string) (killed bool) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=1", "STORE_URL="+s.URL(), "TABLE="+table,
 		"ETCD="+strings.Join(enginetest.Etcd().Endpoints(), ","))
+	cmd.Env = append(cmd.Env, env...)
 	if seam != "" {
 		cmd.Env = append(cmd.Env, failpoint.EnvVar+"="+seam+"=kill")
 	}

@@ -33,7 +33,8 @@ func TestMain(m *testing.M) {
 }
 
 // child compacts TABLE in the store at STORE_URL with sidecars on (SHALE_FAILPOINTS,
-// read by internal/failpoint at start-up, decides where it dies).
+// read by internal/failpoint at start-up, decides where it dies), or with
+// CHILD_MODE=recover runs Recover on TABLE instead.
 func child() error {
 	ctx := context.Background()
 	s, err := objstore.Open(ctx, os.Getenv("STORE_URL"), objstore.Options{})
@@ -48,6 +49,11 @@ func child() error {
 	defer cli.Close()
 	db, err := engine.Open(ctx, s, engine.Options{Etcd: cli.Etcd()})
 	if err != nil {
+		return err
+	}
+	if os.Getenv("CHILD_MODE") == "recover" {
+		// Recover (SHALE_FAILPOINTS decides where it dies).
+		_, err := Recover(ctx, s, db.Catalog(), os.Getenv("TABLE"), Options{MinAge: -1})
 		return err
 	}
 	st, err := Enable(compaction.New(db)).Run(ctx, os.Getenv("TABLE"), compaction.Options{TargetRows: 1000})

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shale-db/shale/internal/failpoint"
 	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
@@ -18,9 +19,18 @@ import (
 
 // Defaults for Options.
 const (
-	// DefaultMinAge: a sidecar younger than this may belong to a compaction still running
-	// and is skipped (its files could otherwise be deleted under it).
+	// DefaultMinAge applies without a catalog, where nothing proves an operation alive: a
+	// sidecar younger than this may belong to a compaction still running and is skipped
+	// (its files could otherwise be deleted under it).
 	DefaultMinAge = 10 * time.Minute
+	// DefaultMinAgeWithHolds applies with a catalog. A running compaction keeps a catalog
+	// hold whose id is its operation id from before it writes its sidecar until after it
+	// deletes it, so a sidecar with a live hold is skipped whatever its age (SkippedLive)
+	// and one without is an operation that died. The remaining margin covers a holder
+	// whose lease expired while it still ran (cut off from etcd: it learns it within one
+	// TTL and stops) and the moment between a sidecar's listing and the hold check, so it
+	// is twice the hold TTL (2 × 15 s).
+	DefaultMinAgeWithHolds = 2 * catalog.DefaultHoldTTL
 	// DefaultClaimTTL: a claim older than this was left by a recovery that died, and is
 	// taken over.
 	DefaultClaimTTL = 2 * time.Minute
@@ -29,7 +39,7 @@ const (
 // Options tune Recover. Zero values take the defaults.
 type Options struct {
 	// MinAge skips sidecars created or rewritten less than MinAge ago (default
-	// DefaultMinAge). Negative:
+	// DefaultMinAgeWithHolds with a catalog, DefaultMinAge without). Negative:
 	// act on every sidecar; only for callers that know no compaction is running (tests,
 	// an operator who stopped every writer).
 	MinAge time.Duration
@@ -46,6 +56,8 @@ const (
 	AlreadyPublished = "already-published" // it landed and the pointer was already at or past it
 	RolledBack       = "rolled-back"       // nothing landed; the attempts' unreferenced files were deleted
 	SkippedYoung     = "skipped-young"     // younger than MinAge: possibly still running
+	SkippedLive      = "skipped-live"      // its operation holds a live catalog hold: it is running
+	NotLanded        = "not-landed"        // RollForward only: nothing landed; the sidecar is left for Recover
 	SkippedClaimed   = "skipped-claimed"   // another recovery is resolving it
 	Gone             = "gone"              // removed by someone else between the listing and the read
 	Failed           = "failed"            // see Err; the sidecar stays
@@ -60,7 +72,10 @@ type Outcome struct {
 	Version      uint64   `json:"version,omitempty"`   // the version the operation committed (roll forward)
 	Published    uint64   `json:"published,omitempty"` // the table's published version afterwards (0: unknown or no catalog)
 	DeletedFiles []string `json:"deleted_files,omitempty"`
-	Err          string   `json:"error,omitempty"`
+	// SidecarKept (RollForward only): the version is published but earlier attempts left
+	// files no version references; the sidecar stays so that Recover deletes them.
+	SidecarKept bool   `json:"sidecar_kept,omitempty"`
+	Err         string `json:"error,omitempty"`
 }
 
 // Report lists one Outcome per sidecar examined, oldest first.
@@ -117,14 +132,24 @@ func Pending(ctx context.Context, s objstore.Store, table string) ([]string, err
 // Versions made by other transactions are never published, and a file a version
 // references is never deleted. Recover is idempotent and safe to run concurrently with
 // writers and with itself (the claim makes one of two racing recoveries act; the other
-// reports SkippedClaimed or Gone). Sidecars younger than Options.MinAge are skipped.
+// reports SkippedClaimed or Gone). With a catalog, a sidecar whose operation holds a live
+// hold (catalog.HoldExists(table, operation id)) is skipped whatever its age
+// (SkippedLive); sidecars younger than Options.MinAge are skipped (SkippedYoung).
 //
 // Errors: listing failures are returned; a failure on one sidecar is recorded in its
 // Outcome (Action Failed, the sidecar kept) and joined into the returned error, and the
 // others are still resolved. Errors name the sidecar key.
 func Recover(ctx context.Context, s objstore.Store, cat *catalog.Catalog, table string, opts Options) (Report, error) {
+	return run(ctx, &recoverer{s: s, cat: cat, opts: opts}, table)
+}
+
+func run(ctx context.Context, r *recoverer, table string) (Report, error) {
+	opts := &r.opts
 	if opts.MinAge == 0 {
 		opts.MinAge = DefaultMinAge
+		if r.cat != nil {
+			opts.MinAge = DefaultMinAgeWithHolds
+		}
 	}
 	if opts.ClaimTTL <= 0 {
 		opts.ClaimTTL = DefaultClaimTTL
@@ -133,11 +158,10 @@ func Recover(ctx context.Context, s objstore.Store, cat *catalog.Catalog, table 
 		opts.PublishTimeout = 30 * time.Second
 	}
 	var rep Report
-	keys, err := Pending(ctx, s, table)
+	keys, err := Pending(ctx, r.s, table)
 	if err != nil {
 		return rep, err
 	}
-	r := &recoverer{s: s, cat: cat, opts: opts}
 	var errs []error
 	for _, key := range keys {
 		out, err := r.one(ctx, key, table)
@@ -156,7 +180,18 @@ type recoverer struct {
 	s    objstore.Store
 	cat  *catalog.Catalog
 	opts Options
+	// forwardOnly (RollForward): publish what landed, never delete data files, keep the
+	// sidecars of operations that did not land.
+	forwardOnly bool
 }
+
+// Failpoint seams of a recovery (internal/failpoint), in the order a sidecar passes them.
+var (
+	seamAfterClaim          = failpoint.Seam("recovery.after_claim")
+	seamAfterPublish        = failpoint.Seam("recovery.after_publish")
+	seamMidDelete           = failpoint.Seam("recovery.mid_delete") // after the first data file delete
+	seamBeforeSidecarDelete = failpoint.Seam("recovery.before_sidecar_delete")
+)
 
 type claim struct {
 	Token string    `json:"token"`
@@ -179,7 +214,21 @@ func (r *recoverer) one(ctx context.Context, key, table string) (Outcome, error)
 	if table != "" && sc.Table != table {
 		return Outcome{}, nil
 	}
-	if r.opts.MinAge > 0 {
+	if r.cat != nil {
+		// A live hold proves the operation runs: whatever its age, it is not ours to resolve.
+		live, err := r.cat.HoldExists(ctx, sc.Table, sc.OperationID)
+		if err != nil {
+			return out, fmt.Errorf("sidecar %s: %w", key, err)
+		}
+		if live {
+			out.Action = SkippedLive
+			return out, nil
+		}
+	}
+	// A roll forward only publishes a version that landed, which is safe while its
+	// operation still runs (its own publish then finds the pointer there), so age does
+	// not matter to it.
+	if r.opts.MinAge > 0 && !r.forwardOnly {
 		// Age counts from the last write of the sidecar (each attempt rewrites it).
 		last := sc.Created
 		if info, err := r.s.Head(ctx, key); err == nil && info.ModTime.After(last) {
@@ -199,6 +248,9 @@ func (r *recoverer) one(ctx context.Context, key, table string) (Outcome, error)
 		return out, nil
 	}
 	defer release()
+	if err := seamAfterClaim.Inject(ctx); err != nil {
+		return out, err
+	}
 	// Re-read under the claim: another recovery may have finished it meanwhile.
 	sc, ok, err = r.read(ctx, key)
 	if err != nil || !ok {
@@ -317,8 +369,15 @@ func (r *recoverer) resolve(ctx context.Context, key string, sc Sidecar, out Out
 				out.Action = AlreadyPublished
 			}
 			out.Published = pub.now
+			if err := seamAfterPublish.Inject(ctx); err != nil {
+				return out, err
+			}
 		}
 	} else {
+		if r.forwardOnly {
+			out.Action = NotLanded
+			return out, nil
+		}
 		out.Action = RolledBack
 	}
 	// Files of attempts that did not land (and, defensively, any file no version names).
@@ -331,11 +390,23 @@ func (r *recoverer) resolve(ctx context.Context, key string, sc Sidecar, out Out
 			if referenced[o.Key] {
 				continue
 			}
+			if r.forwardOnly {
+				out.SidecarKept = true
+				return out, nil
+			}
 			if err := r.s.Delete(ctx, o.Key); err != nil {
 				return out, fmt.Errorf("sidecar %s: delete %s: %w", key, o.Key, err)
 			}
 			out.DeletedFiles = append(out.DeletedFiles, o.Key)
+			if len(out.DeletedFiles) == 1 {
+				if err := seamMidDelete.Inject(ctx); err != nil {
+					return out, err
+				}
+			}
 		}
+	}
+	if err := seamBeforeSidecarDelete.Inject(ctx); err != nil {
+		return out, err
 	}
 	if err := r.s.Delete(ctx, key); err != nil {
 		return out, fmt.Errorf("delete sidecar %s: %w", key, err)
