@@ -20,6 +20,16 @@
 //	        one small append on histories of 10, 1,000 and 10,000 versions built by
 //	        UpdateConfig (the manifest does not grow), plus append-built histories of 10 and
 //	        1,000 versions for information. Target: 10,000 versions within 1.1× of 10.
+//	compact (on request) compaction (recovery sidecars, Parallelism 2 and 1) of one table
+//	        version of small fragments (default 10,000 rows each: 300 for the flights
+//	        data) into files of 1,048,576 rows vs Table.Scan of the same version written
+//	        back by fragment.Writer (2 and 1 writers), MB/s and rows/s. Each compaction
+//	        gets a fresh copy of the table, built untimed. Target: ≥ 0.8× the 2-writer
+//	        baseline.
+//	recover (on request) recovery.Recover over 0, 10 and 100 pending sidecars left by
+//	        interrupted compactions (every 10th committed before its publish and rolls
+//	        forward, the others roll back), made fresh (untimed) before each repetition;
+//	        0 sidecars is the cost of the LIST. Target: no sidecar = one LIST.
 //
 // Writer processes are the running binary re-executed with SHALE_BENCH_WRITER set: this
 // package's init turns such a process into a writer before main (or TestMain) runs, so any

@@ -29,6 +29,8 @@ type Report struct {
 	Scan     *SuiteResult    // nil when the suite did not run
 	History  []HistoryResult // one per history size (open and commit suites)
 	Txn      *TxnResult      // nil when the suite did not run
+	Compact  *SuiteResult    // nil when the suite did not run
+	Recover  *RecoverResult  // nil when the suite did not run
 	Checks   []Check         // the acceptance targets, measured
 	// LoadStart and LoadEnd are /proc/loadavg at the start and end of the run ("" =
 	// unknown): other work on the machine shows up here and in the spread of times.
@@ -94,7 +96,7 @@ type Check struct {
 // checks measures the report against the acceptance targets.
 func checks(r Report) []Check {
 	var out []Check
-	for _, res := range []*SuiteResult{r.Import, r.Scan} {
+	for _, res := range []*SuiteResult{r.Import, r.Scan, r.Compact} {
 		if res == nil {
 			continue
 		}
@@ -143,6 +145,9 @@ func checks(r Report) []Check {
 	}
 	if r.Txn != nil {
 		out = append(out, txnChecks(r.Txn)...)
+	}
+	if r.Recover != nil {
+		out = append(out, recoverChecks(r.Recover)...)
 	}
 	return out
 }
@@ -218,6 +223,14 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 	if r.Txn != nil {
 		p.f("### Transactions\n\n")
 		p.txn(r.Txn)
+	}
+	if r.Compact != nil {
+		p.f("### Compaction\n\n")
+		p.suite(r.Compact, false)
+	}
+	if r.Recover != nil {
+		p.f("### Recover\n\n")
+		p.recover(r.Recover)
 	}
 	return p.err
 }

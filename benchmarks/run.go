@@ -23,18 +23,21 @@ import (
 
 // Suite names accepted by Config.Suites.
 const (
-	SuiteImport = "import" // engine import vs encode+put of the same Arrow IPC files
-	SuiteScan   = "scan"   // engine scans vs GET + arrow-go IPC decode of the same files
-	SuiteOpen   = "open"   // OpenTable latency and requests at each history size
-	SuiteCommit = "commit" // requests and latency of one small append at each history size
-	SuiteTxn    = "txn"    // writer processes on one table; open and commit on long histories
+	SuiteImport  = "import"  // engine import vs encode+put of the same Arrow IPC files
+	SuiteScan    = "scan"    // engine scans vs GET + arrow-go IPC decode of the same files
+	SuiteOpen    = "open"    // OpenTable latency and requests at each history size
+	SuiteCommit  = "commit"  // requests and latency of one small append at each history size
+	SuiteTxn     = "txn"     // writer processes on one table; open and commit on long histories
+	SuiteCompact = "compact" // compaction of small fragments vs scan + write of the same rows
+	SuiteRecover = "recover" // recovery.Recover with 0, 10 and 100 pending sidecars
 )
 
 // AllSuites lists every suite in the order Run runs them.
-var AllSuites = []string{SuiteImport, SuiteScan, SuiteOpen, SuiteCommit, SuiteTxn}
+var AllSuites = []string{SuiteImport, SuiteScan, SuiteOpen, SuiteCommit, SuiteTxn, SuiteCompact, SuiteRecover}
 
 // DefaultSuites are the suites Run runs when Config.Suites is nil (txn takes a few
-// minutes, mostly building its 10,000-version history, so it runs when asked for).
+// minutes, mostly building its 10,000-version history, and compact and recover build a
+// fresh table or fresh sidecars for every repetition, so they run when asked for).
 var DefaultSuites = []string{SuiteImport, SuiteScan, SuiteOpen, SuiteCommit}
 
 // ErrConfig is wrapped by errors about a bad Config.
@@ -90,6 +93,20 @@ type Config struct {
 	// (default 10, 1,000, 10,000); TxnAppendVersions those built by small appends, for
 	// information (default 10, 1,000).
 	TxnVersions, TxnAppendVersions []int
+
+	// CompactFragmentRows is the size of the small fragments the compact suite compacts
+	// (default DefaultCompactFragmentRows = 10,000: 300 fragments for the flights data);
+	// CompactTargetRows its compaction target and the baseline's rows per data file
+	// (default compaction.DefaultTargetRows = 1,048,576).
+	CompactFragmentRows int
+	CompactTargetRows   int64
+
+	// RecoverSidecars are the numbers of pending sidecars the recover suite resolves
+	// (default 0, 10, 100); every RecoverForwardEvery-th of them rolls forward, the others
+	// back (default 10). RecoverFragments of RecoverFragmentRows rows shape its small
+	// tables (default 8 of 1,000).
+	RecoverSidecars                                            []int
+	RecoverForwardEvery, RecoverFragments, RecoverFragmentRows int
 }
 
 // Defaults for Config.
@@ -176,6 +193,29 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.TxnAppendVersions == nil {
 		c.TxnAppendVersions = DefaultTxnAppendVersions
+	}
+	if c.CompactFragmentRows <= 0 {
+		c.CompactFragmentRows = DefaultCompactFragmentRows
+	}
+	if c.CompactTargetRows <= 0 {
+		c.CompactTargetRows = DefaultCompactTargetRows
+	}
+	if c.RecoverSidecars == nil {
+		c.RecoverSidecars = DefaultRecoverSidecars
+	}
+	if c.RecoverForwardEvery <= 0 {
+		c.RecoverForwardEvery = DefaultRecoverForwardEvery
+	}
+	if c.RecoverFragments <= 0 {
+		c.RecoverFragments = DefaultRecoverFragments
+	}
+	if c.RecoverFragmentRows <= 0 {
+		c.RecoverFragmentRows = DefaultRecoverFragmentRows
+	}
+	for _, n := range c.RecoverSidecars {
+		if n < 0 {
+			return c, fmt.Errorf("%w: %d pending sidecars", ErrConfig, n)
+		}
 	}
 	for _, n := range c.TxnWriters {
 		if n < 1 {
@@ -364,7 +404,7 @@ func Run(ctx context.Context, cfg Config, log io.Writer) (rep Report, err error)
 	rep = Report{Machine: CurrentMachine(), Started: started, Reps: cfg.Reps, Suites: cfg.Suites, LoadStart: loadAvg()}
 
 	var ds *Dataset
-	if cfg.has(SuiteImport) || cfg.has(SuiteScan) {
+	if cfg.has(SuiteImport) || cfg.has(SuiteScan) || cfg.has(SuiteCompact) {
 		t0 := time.Now()
 		if cfg.Data != "" {
 			ds, err = LoadParquet(ctx, cfg.Data, int64(cfg.Rows), cfg.BatchRows)
@@ -412,6 +452,18 @@ func Run(ctx context.Context, cfg Config, log io.Writer) (rep Report, err error)
 	if cfg.has(SuiteTxn) {
 		fmt.Fprintln(log, "suite txn")
 		if rep.Txn, err = runTxn(ctx, e, cfg, log); err != nil {
+			return rep, err
+		}
+	}
+	if cfg.has(SuiteCompact) {
+		fmt.Fprintln(log, "suite compact")
+		if rep.Compact, err = runCompact(ctx, e, ds, cfg, log); err != nil {
+			return rep, err
+		}
+	}
+	if cfg.has(SuiteRecover) {
+		fmt.Fprintln(log, "suite recover")
+		if rep.Recover, err = runRecover(ctx, e, cfg, log); err != nil {
 			return rep, err
 		}
 	}

@@ -54,7 +54,7 @@ baseline time / engine time. Progress goes to stderr. benchmarks/RESULTS.md reco
 	}
 	f := cmd.Flags()
 	f.StringVar(&data, "data", defaultDemoData, "Parquet file with the flights schema (\"\" = synthetic rows)")
-	f.StringVar(&suites, "suites", "", "comma-separated suites: import, scan, open, commit, txn (default: all but txn, which builds a 10,000-version history and runs writer processes)")
+	f.StringVar(&suites, "suites", "", "comma-separated suites: import, scan, open, commit, txn, compact, recover (default: import, scan, open, commit; txn builds a 10,000-version history and runs writer processes, compact and recover rebuild their tables or sidecars every repetition)")
 	f.IntVar(&rows, "rows", 0, "cap on rows read from --data (0 = all)")
 	f.IntVar(&reps, "reps", 0, "timed repetitions per variant (default 5)")
 	f.BoolVar(&keep, "keep", false, "leave the benchmark's objects and catalog keys in place")
