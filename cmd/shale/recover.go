@@ -9,19 +9,23 @@ import (
 	"github.com/shale-db/shale/recovery"
 )
 
-// recoverCommand is `shale recover [TABLE] [--min-age D] [--json]`.
+// recoverCommand is `shale recover [TABLE] [--min-age D] [--claim-ttl D] [--json]`.
 func (a *app) recoverCommand() *cobra.Command {
-	var minAge time.Duration
+	var minAge, claimTTL time.Duration
 	cmd := &cobra.Command{
-		Use:   "recover [TABLE] [--min-age D]",
+		Use:   "recover [TABLE] [--min-age D] [--claim-ttl D]",
 		Short: "Finish or undo maintenance operations that crashed (recovery sidecars)",
 		Long: `A compaction records what it may leave behind in a sidecar under _recovery/ before
 writing anything, and removes it when done. A sidecar left by a crashed or failed
 compaction is resolved here: if its version was committed it is published (roll
 forward); otherwise the data files it wrote, which no version references, are deleted
 (roll back). Then the sidecar is deleted. Running it again does nothing.
-Sidecars younger than --min-age may belong to a compaction still running and are
-skipped; --min-age 0 acts on all (only when no compaction is running).`,
+A running compaction holds a catalog hold (lease) named by its operation; its sidecar
+is skipped whatever its age ("still running"). Sidecars younger than --min-age are
+skipped too (default 30s with a catalog, where holds prove liveness; 10m without);
+--min-age 0 acts on every sidecar without a live hold.
+A recover that died leaves a claim on the sidecar it was resolving; others skip it
+until the claim is older than --claim-ttl (default 2m).`,
 		Example: `  shale recover
   shale recover flights --min-age 0 --json`,
 		Args: cobra.MaximumNArgs(1),
@@ -33,16 +37,26 @@ skipped; --min-age 0 acts on all (only when no compaction is running).`,
 					return err
 				}
 			}
-			if minAge < 0 {
-				return usagef("--min-age must be 0 or more")
+			if minAge < 0 || claimTTL < 0 {
+				return usagef("--min-age and --claim-ttl must be 0 or more")
 			}
 			db, err := a.open(cmd.Context())
 			if err != nil {
 				return err
 			}
-			opts := recovery.Options{MinAge: minAge}
-			if minAge == 0 {
+			opts := recovery.Options{ClaimTTL: claimTTL}
+			switch {
+			case !cmd.Flags().Changed("min-age"):
+				// The library default: shorter with a catalog, whose holds prove liveness.
+				minAge = recovery.DefaultMinAge
+				if db.Catalog() != nil {
+					minAge = recovery.DefaultMinAgeWithHolds
+				}
+				opts.MinAge = minAge
+			case minAge == 0:
 				opts.MinAge = -1
+			default:
+				opts.MinAge = minAge
 			}
 			rep, rerr := recovery.Recover(cmd.Context(), db.Store(), db.Catalog(), table, opts)
 			if a.jsonOut {
@@ -67,6 +81,8 @@ skipped; --min-age 0 acts on all (only when no compaction is running).`,
 					a.printf("%s: operation %s rolled back: nothing committed, %d data file(s) deleted\n", o.Table, o.Operation, len(o.DeletedFiles))
 				case recovery.SkippedYoung:
 					a.printf("%s: operation %s skipped: younger than --min-age %s (may still be running)\n", o.Table, o.Operation, minAge)
+				case recovery.SkippedLive:
+					a.printf("%s: operation %s skipped: still running (it holds a live catalog hold)\n", o.Table, o.Operation)
 				case recovery.SkippedClaimed:
 					a.printf("%s: operation %s skipped: another recover is resolving it\n", o.Table, o.Operation)
 				case recovery.Gone:
@@ -78,7 +94,8 @@ skipped; --min-age 0 acts on all (only when no compaction is running).`,
 			return rerr
 		},
 	}
-	cmd.Flags().DurationVar(&minAge, "min-age", recovery.DefaultMinAge, "skip sidecars younger than this (0: act on all)")
+	cmd.Flags().DurationVar(&minAge, "min-age", recovery.DefaultMinAgeWithHolds, "skip sidecars younger than this (0: act on all without a live hold; default 10m without a catalog)")
+	cmd.Flags().DurationVar(&claimTTL, "claim-ttl", recovery.DefaultClaimTTL, "take over another recover's claim older than this")
 	return cmd
 }
 
