@@ -152,19 +152,29 @@ func (e *Executor) Plan(ctx context.Context, table string, opts Options) (*Plan,
 func (e *Executor) Run(ctx context.Context, table string, opts Options) (Stats, error) {
 	opts = opts.withDefaults()
 	st := Stats{Table: table}
-	m, err := e.Head(ctx, table)
-	if err != nil {
-		return st, err
-	}
 	var in *Intent
+	var err error
 	if e.Sidecars != nil {
 		if in, err = e.newIntent(ctx, table); err != nil {
 			return st, err
 		}
 	}
+	hold, err := e.acquireHold(ctx, table, in) // before reading the version it protects
+	if err != nil {
+		return st, err
+	}
+	defer hold.release(ctx)
+	ctx = withHold(ctx, hold)
+	m, err := e.Head(ctx, table)
+	if err != nil {
+		return st, err
+	}
 	var lastConflict error
 	for st.Attempts < opts.MaxAttempts {
 		st.Attempts++
+		if err := hold.move(ctx, m.Version); err != nil {
+			return st, err
+		}
 		p := NewPlan(m, opts)
 		st.ReadVersion, st.TxnID, st.FragmentsBefore, st.Groups = p.ReadVersion, p.Txn.ID, p.FragmentsBefore, len(p.Groups)
 		if p.Empty() {
@@ -249,6 +259,9 @@ func (e *Executor) attempt(ctx context.Context, m *manifest.Manifest, p *Plan, s
 		if err := h(ctx, p); err != nil {
 			return nil, manifest.CommitStats{}, fmt.Errorf("table %q: compaction %s: before commit: %w", p.Table, p.Txn.ID, err)
 		}
+	}
+	if err := holdLost(ctx); err != nil {
+		return nil, manifest.CommitStats{}, err
 	}
 	return e.commit(ctx, m, txn)
 }
