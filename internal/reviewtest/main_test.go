@@ -20,6 +20,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/shale-db/shale/compaction"
 	"github.com/shale-db/shale/engine"
@@ -165,6 +166,22 @@ type fixture struct {
 	db    *engine.DB
 	table string
 	dir   string // for release files
+	cli   *coord.Client
+}
+
+// etcd returns a raw client of the shared etcd (for what the catalog does not offer:
+// expiring a dead process's lease).
+func (f *fixture) etcd() *clientv3.Client {
+	f.t.Helper()
+	if f.cli == nil {
+		cli, err := coord.Connect(context.Background(), coord.Config{Endpoints: enginetest.Etcd().Endpoints()})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		f.t.Cleanup(func() { cli.Close() })
+		f.cli = cli
+	}
+	return f.cli.Etcd()
 }
 
 // newFixture creates table "t" with frags appends of rows rows each (ids 0..frags*rows-1):
