@@ -1,0 +1,29 @@
+// Package gc is Shale's garbage collector (DESIGN §12 invariant 13): it expires old
+// versions of a table by policy and then deletes the objects no retained version needs.
+//
+// What is never expired: the published version (the catalog pointer) and everything
+// above it, HEAD, and every version at or above the low watermark of the live holds in
+// the catalog (catalog.Holds: compactions in flight, pinned readers, in any process).
+// The retained versions are always one unbroken suffix of the history (see Floor).
+//
+// What is deleted, once older than the grace period: data files (<table>/data/*.arrow)
+// and abandoned attempt directories (<table>/data/<txn>/…) that no retained version
+// references, deletion vectors (<table>/_deletions/…) likewise, transaction records of
+// losing commit attempts and of expired versions (<table>/_txn/…), and a local store's
+// temp files (<root>/.shale-tmp/…). Files under a pending recovery sidecar's attempt
+// prefixes are never touched (recovery owns them); Run first resolves stale sidecars
+// with recovery.Recover, which collects their outputs. Sidecars and recovery claims are
+// not GC's. Keys GC does not recognise are kept and reported.
+//
+// Order (each step is safe to crash after; the next run finishes the job):
+//
+//  1. recovery.Recover (stale sidecars only: Options.MinAge);
+//  2. read the published pointer, then the live holds (in that order: an operation that
+//     acquires its hold after GC read the holds reads a version at or above the pointer
+//     GC read, which GC keeps), the pending sidecars, and every version's manifest;
+//  3. delete expired manifests oldest first, each followed by its transaction record;
+//  4. re-read the holds and HEAD: files of an expired version that a hold taken
+//     meanwhile needs, and of versions committed meanwhile, are kept;
+//  5. delete unreferenced files older than the grace period (or than the oldest live
+//     non-pin hold, minus HoldSkew), then old temp files.
+package gc

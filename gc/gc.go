@@ -1,0 +1,417 @@
+package gc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/shale-db/shale/engine"
+	"github.com/shale-db/shale/internal/failpoint"
+	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/manifest/catalog"
+	"github.com/shale-db/shale/recovery"
+)
+
+// Failpoint seams (internal/failpoint; free unless enabled), in the order a run passes
+// them. after_expire_manifest fires after each expired version's manifest and record are
+// deleted, mid_file_delete after each file deleted.
+var (
+	seamAfterPlan           = failpoint.Seam("gc.after_plan")
+	seamAfterExpireManifest = failpoint.Seam("gc.after_expire_manifest")
+	seamMidFileDelete       = failpoint.Seam("gc.mid_file_delete")
+	seamBeforeDone          = failpoint.Seam("gc.before_done")
+)
+
+// Seams lists the seam names above, in order (crash tests iterate over it).
+var Seams = []string{"gc.after_plan", "gc.after_expire_manifest", "gc.mid_file_delete", "gc.before_done"}
+
+// File is one object GC deleted (or, in a dry run, would delete).
+type File struct {
+	Key   string `json:"key"`
+	Bytes int64  `json:"bytes"`
+	Class Class  `json:"class,omitempty"`
+}
+
+// TableReport is what Run did to one table.
+type TableReport struct {
+	Table        string         `json:"table"`
+	Published    uint64         `json:"published"` // the catalog pointer (0: none or no catalog)
+	Head         uint64         `json:"head"`
+	Floor        uint64         `json:"floor"` // lowest retained version
+	Holds        []catalog.Hold `json:"holds,omitempty"`
+	LowWatermark uint64         `json:"low_watermark,omitempty"`
+	HasLow       bool           `json:"has_low_watermark"`
+	Sidecars     int            `json:"pending_sidecars,omitempty"` // pending sidecars left after recovery
+	Retained     []uint64       `json:"retained"`
+	Expired      []uint64       `json:"expired"`
+	Deleted      []File         `json:"deleted"`
+	BytesDeleted int64          `json:"bytes_deleted"`
+	// Kept counts the objects kept under the table prefix by class, KeptBytes their bytes.
+	Kept      map[Class]int   `json:"kept"`
+	KeptBytes map[Class]int64 `json:"kept_bytes"`
+	BytesKept int64           `json:"bytes_kept"`
+	// Unknown lists keys of shapes GC does not recognise (kept).
+	Unknown []string `json:"unknown,omitempty"`
+}
+
+// Report is what Run did.
+type Report struct {
+	DryRun    bool               `json:"dry_run"`
+	Recovered []recovery.Outcome `json:"recovered,omitempty"`
+	Tables    []TableReport      `json:"tables"`
+	// TempFiles are a local store's temp files deleted (or, in a dry run, deletable).
+	TempFiles []File `json:"temp_files,omitempty"`
+	// TempKept counts temp files kept (younger than the grace period).
+	TempKept int `json:"temp_kept,omitempty"`
+}
+
+// ErrGC wraps every error Run returns about one table (errors.Is(err, ErrGC)); the
+// underlying store, catalog or manifest error stays reachable with errors.Is/As.
+var ErrGC = errors.New("gc")
+
+// Run garbage-collects table ("" = every table in the store) in store s under policy p.
+// cat is the catalog (nil: a bare store; HEAD counts as published and there are no
+// holds). See the package comment for what is kept, what is deleted, and in which order.
+//
+// Errors wrap ErrGC and name the table and, where there is one, the object key and
+// version. A failure on one table stops the run (the report holds what was done).
+func Run(ctx context.Context, s objstore.Store, cat *catalog.Catalog, table string, p Policy) (Report, error) {
+	return RunWithRecover(ctx, s, cat, table, p, recovery.Options{})
+}
+
+// RunWithRecover is Run with explicit options for the recovery.Recover it runs first
+// (MinAge: only sidecars older than that are resolved; default recovery.DefaultMinAge).
+func RunWithRecover(ctx context.Context, s objstore.Store, cat *catalog.Catalog, table string, p Policy, ro recovery.Options) (Report, error) {
+	p = p.withDefaults()
+	rep := Report{DryRun: p.DryRun}
+	tables := []string{table}
+	if table == "" {
+		ts, err := manifest.Tables(ctx, s)
+		if err != nil {
+			return rep, fmt.Errorf("%w: list tables in %s: %w", ErrGC, s.URL(), err)
+		}
+		tables = ts
+	} else if err := manifest.ValidateTableName(table); err != nil {
+		return rep, fmt.Errorf("%w: %w", ErrGC, err)
+	}
+	if !p.DryRun {
+		rr, err := recovery.Recover(ctx, s, cat, table, ro)
+		rep.Recovered = rr.Outcomes
+		if err != nil {
+			return rep, fmt.Errorf("%w: recover stale sidecars first: %w", ErrGC, err)
+		}
+	}
+	for _, t := range tables {
+		g := &collector{s: s, cat: cat, table: t, p: p, now: time.Now()}
+		tr, err := g.run(ctx)
+		rep.Tables = append(rep.Tables, tr)
+		if err != nil {
+			return rep, fmt.Errorf("%w: table %q: %w", ErrGC, t, err)
+		}
+	}
+	if err := collectTemp(ctx, s, p, &rep); err != nil {
+		return rep, fmt.Errorf("%w: %w", ErrGC, err)
+	}
+	if err := seamBeforeDone.Inject(ctx); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+type collector struct {
+	s     objstore.Store
+	cat   *catalog.Catalog
+	table string
+	p     Policy
+	now   time.Time
+	rep   TableReport
+}
+
+func (g *collector) run(ctx context.Context) (TableReport, error) {
+	g.rep = TableReport{Table: g.table, Kept: map[Class]int{}, KeptBytes: map[Class]int64{}}
+	// The pointer first, then the holds (see the package comment).
+	published, hasPointer := uint64(0), false
+	if g.cat != nil {
+		ptr, _, err := g.cat.Get(ctx, g.table)
+		switch {
+		case err == nil:
+			published, hasPointer = ptr.Version, true
+		case !errors.Is(err, catalog.ErrNoPointer):
+			return g.rep, fmt.Errorf("read published version: %w", err)
+		}
+	}
+	holds, err := g.holds(ctx)
+	if err != nil {
+		return g.rep, err
+	}
+	g.rep.Holds = holds
+	low, hasLow := catalog.LowWatermark(holds)
+	sidecars, err := g.sidecars(ctx)
+	if err != nil {
+		return g.rep, err
+	}
+	g.rep.Sidecars = len(sidecars)
+	var prefixes []string
+	for _, sc := range sidecars {
+		for _, a := range sc.Attempts {
+			prefixes = append(prefixes, a.DataPrefix)
+			// A pending sidecar's recovery reads forward from its attempts' read versions.
+			if !hasLow || a.ReadVersion < low {
+				low, hasLow = a.ReadVersion, true
+			}
+		}
+	}
+	g.rep.LowWatermark, g.rep.HasLow = low, hasLow
+
+	versions, err := manifest.Versions(ctx, g.s, g.table)
+	if err != nil {
+		return g.rep, err
+	}
+	if len(versions) == 0 {
+		return g.rep, nil // dropped meanwhile
+	}
+	mans := make(map[uint64]*manifest.Manifest, len(versions))
+	stamps := make([]Stamp, 0, len(versions))
+	for _, v := range versions {
+		m, err := manifest.Load(ctx, g.s, g.table, v)
+		if errors.Is(err, manifest.ErrVersionNotFound) {
+			continue // expired by a concurrent GC
+		}
+		if err != nil {
+			return g.rep, err
+		}
+		mans[v] = m
+		stamps = append(stamps, Stamp{Version: v, Timestamp: m.Txn.Timestamp})
+	}
+	if len(stamps) == 0 {
+		return g.rep, nil
+	}
+	head := stamps[len(stamps)-1].Version
+	switch {
+	case g.cat == nil:
+		published = head // a bare store: HEAD is what readers see
+	case !hasPointer:
+		published = 0 // nothing known to be superseded: keep every version
+	}
+	g.rep.Published, g.rep.Head = published, head
+	b := Bounds{Published: published, Head: head, LowWatermark: low, HasLow: hasLow}
+	floor := Floor(stamps, b, g.p, g.now)
+	g.rep.Floor = floor
+	expired := Expired(stamps, floor)
+	g.rep.Expired = expired
+	for _, st := range stamps {
+		if st.Version >= floor {
+			g.rep.Retained = append(g.rep.Retained, st.Version)
+		}
+	}
+	if err := seamAfterPlan.Inject(ctx); err != nil {
+		return g.rep, err
+	}
+
+	// Expire manifests, oldest first, each followed by its transaction record.
+	if !g.p.DryRun {
+		for _, v := range expired {
+			m := mans[v]
+			if err := g.s.Delete(ctx, m.Key()); err != nil {
+				return g.rep, &manifest.ObjectError{Table: g.table, Version: v, Key: m.Key(), Err: fmt.Errorf("expire: %w", err)}
+			}
+			if m.TxnKey != "" {
+				if err := g.s.Delete(ctx, m.TxnKey); err != nil {
+					return g.rep, &manifest.ObjectError{Table: g.table, Version: v, Key: m.TxnKey, Err: fmt.Errorf("expire: %w", err)}
+				}
+			}
+			if err := seamAfterExpireManifest.Inject(ctx); err != nil {
+				return g.rep, err
+			}
+		}
+	}
+
+	// What the retained versions reference, plus what appeared while we were expiring:
+	// holds taken meanwhile (a reader that pinned an expired version after we read the
+	// holds keeps its files), and versions committed meanwhile.
+	refs := &Refs{Files: map[string]bool{}, Txns: map[uint64]string{}, Head: head, Prefixes: prefixes}
+	for _, st := range stamps {
+		if st.Version >= floor {
+			m := mans[st.Version]
+			references(m, refs.Files)
+			refs.Txns[st.Version] = m.TxnKey
+		}
+	}
+	holds2, err := g.holds(ctx)
+	if err != nil {
+		return g.rep, err
+	}
+	if low2, ok := catalog.LowWatermark(holds2); ok {
+		for _, v := range expired {
+			if v >= low2 {
+				references(mans[v], refs.Files)
+			}
+		}
+	}
+	for v := head + 1; ; v++ {
+		m, err := manifest.Load(ctx, g.s, g.table, v)
+		if errors.Is(err, manifest.ErrVersionNotFound) {
+			break
+		}
+		if err != nil {
+			return g.rep, err
+		}
+		references(m, refs.Files)
+		refs.Txns[v] = m.TxnKey
+		refs.Head = v
+	}
+	refs.Cutoff = g.now.Add(-g.p.GracePeriod)
+	for _, h := range append(holds, holds2...) {
+		if h.Kind == engine.HoldKindPin || h.Started.IsZero() {
+			continue // a reader writes nothing
+		}
+		if c := h.Started.Add(-HoldSkew); c.Before(refs.Cutoff) {
+			refs.Cutoff = c
+		}
+	}
+
+	objs, err := g.s.List(ctx, g.table+"/", 0)
+	if err != nil {
+		return g.rep, fmt.Errorf("list %s/: %w", g.table, err)
+	}
+	for _, o := range objs {
+		c := Classify(g.table, o.Key, o.ModTime, refs)
+		if g.p.DryRun && c == ManifestObj {
+			if v, err := manifest.ParseManifestKey(g.table, o.Key); err == nil && v < floor {
+				continue // would be expired (listed in Expired)
+			}
+		}
+		if c != Garbage {
+			g.keep(o, c)
+			continue
+		}
+		if g.p.DryRun {
+			g.deleted(o, c)
+			continue
+		}
+		if err := g.s.Delete(ctx, o.Key); err != nil {
+			return g.rep, &manifest.ObjectError{Table: g.table, Key: o.Key, Err: fmt.Errorf("delete: %w", err)}
+		}
+		g.deleted(o, c)
+		if err := seamMidFileDelete.Inject(ctx); err != nil {
+			return g.rep, err
+		}
+	}
+	return g.rep, nil
+}
+
+func (g *collector) keep(o objstore.ObjectInfo, c Class) {
+	g.rep.Kept[c]++
+	g.rep.KeptBytes[c] += o.Size
+	g.rep.BytesKept += o.Size
+	if c == Unknown {
+		g.rep.Unknown = append(g.rep.Unknown, o.Key)
+	}
+}
+
+func (g *collector) deleted(o objstore.ObjectInfo, c Class) {
+	g.rep.Deleted = append(g.rep.Deleted, File{Key: o.Key, Bytes: o.Size, Class: c})
+	g.rep.BytesDeleted += o.Size
+}
+
+func (g *collector) holds(ctx context.Context) ([]catalog.Hold, error) {
+	if g.cat == nil {
+		return nil, nil
+	}
+	h, err := g.cat.Holds(ctx, g.table)
+	if err != nil {
+		return nil, fmt.Errorf("read holds: %w", err)
+	}
+	return h, nil
+}
+
+// sidecars reads the table's pending sidecars (left after recovery: young ones, and
+// ones recovery could not resolve). An unreadable sidecar fails the run: its prefixes
+// cannot be protected.
+func (g *collector) sidecars(ctx context.Context) ([]recovery.Sidecar, error) {
+	keys, err := recovery.Pending(ctx, g.s, g.table)
+	if err != nil {
+		return nil, err
+	}
+	var out []recovery.Sidecar
+	for _, k := range keys {
+		b, err := g.s.Get(ctx, k)
+		if errors.Is(err, objstore.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("sidecar %s: %w", k, err)
+		}
+		sc, err := recovery.Decode(b)
+		if err != nil {
+			return nil, fmt.Errorf("sidecar %s: %w (gc cannot tell which files it protects)", k, err)
+		}
+		if sc.Table == g.table {
+			out = append(out, sc)
+		}
+	}
+	return out, nil
+}
+
+// rooted is implemented by the local store (objstore's file:// store).
+type rooted interface{ Root() string }
+
+// collectTemp deletes a local store's temp files older than the grace period. Temp files
+// are never listed by the store (objstore.TempDir), so they are found on disk. Other
+// stores have none.
+func collectTemp(ctx context.Context, s objstore.Store, p Policy, rep *Report) error {
+	r, ok := s.(rooted)
+	if !ok {
+		return nil
+	}
+	dir := filepath.Join(r.Root(), objstore.TempDir)
+	cutoff := time.Now().Add(-p.GracePeriod)
+	var found []File
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if info.ModTime().After(cutoff) {
+			rep.TempKept++
+			return nil
+		}
+		rel, _ := filepath.Rel(r.Root(), path)
+		found = append(found, File{Key: filepath.ToSlash(rel), Bytes: info.Size(), Class: Garbage})
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("walk temp files in %s: %w", dir, err)
+	}
+	sort.Slice(found, func(i, j int) bool { return found[i].Key < found[j].Key })
+	for _, f := range found {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if !p.DryRun {
+			if err := os.Remove(filepath.Join(r.Root(), filepath.FromSlash(f.Key))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("delete temp file %s in %s: %w", f.Key, s.URL(), err)
+			}
+		}
+		rep.TempFiles = append(rep.TempFiles, f)
+	}
+	return nil
+}

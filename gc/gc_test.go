@@ -1,0 +1,241 @@
+package gc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/shale-db/shale/compaction"
+	"github.com/shale-db/shale/engine"
+	"github.com/shale-db/shale/internal/failpoint"
+	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/internal/storetest"
+	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/verify"
+)
+
+// history builds table "t": create, 6 appends, a delete (deletion vector), a
+// compaction (the old fragments' files become unreferenced at the new version) and two
+// more appends: versions 1..11.
+func history(t *testing.T, db *engine.DB) *engine.Table {
+	t.Helper()
+	ctx := context.Background()
+	tbl := makeTable(t, db, "t", 6, 50)
+	if _, err := tbl.Delete(ctx, "id % 7 = 0"); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := compaction.Compact(ctx, db, "t", compaction.Options{TargetRows: 1000}); err != nil || st.Version == 0 {
+		t.Fatalf("compact: %+v %v", st, err)
+	}
+	if err := tbl.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	appendRows(t, tbl, 1000, 20)
+	appendRows(t, tbl, 2000, 20)
+	return tbl
+}
+
+// garbage plants the shapes a crashed writer leaves behind, modified d ago, and returns
+// their keys: a killed import's data file, an abandoned compaction attempt's directory,
+// an unreferenced deletion vector, a losing commit's transaction record, a local temp file.
+func garbage(t *testing.T, s objstore.Store, tag string, d time.Duration) []string {
+	keys := []string{
+		"t/data/" + tag + "KILLEDIMPORT.arrow",
+		"t/data/" + tag + "ABANDONEDTXN/0.arrow",
+		"t/_deletions/0-3-" + tag + "dead.dv",
+		fmt.Sprintf("t/_txn/4-%sLOSER.txn", tag),
+		objstore.TempDir + "/w-" + tag + "crashed",
+	}
+	for i, k := range keys {
+		plant(t, s, k, 100+i, d)
+	}
+	return keys
+}
+
+func TestRunExpiresAndCollects(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.Local(t)
+	db := openDB(t, s)
+	history(t, db)
+	before := allRows(t, db, "t")
+	if len(before) != 11 {
+		t.Fatalf("history has %d versions, want 11", len(before))
+	}
+	age(t, s, 3*time.Hour) // the whole history is old
+	olds := garbage(t, s, "OLD", 2*time.Hour)
+	youngs := garbage(t, s, "YOUNG", 10*time.Minute)
+
+	// A dry run reports and deletes nothing.
+	diskBefore := diskFiles(t, s)
+	dry, err := Run(ctx, s, db.Catalog(), "t", Policy{KeepLast: 3, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(dry.Tables[0].Expired, []uint64{1, 2, 3, 4, 5, 6, 7, 8}) || len(dry.Tables[0].Deleted) == 0 {
+		t.Fatalf("dry run: expired %v, deleted %d", dry.Tables[0].Expired, len(dry.Tables[0].Deleted))
+	}
+	if after := diskFiles(t, s); len(after) != len(diskBefore) {
+		t.Fatalf("dry run deleted %d objects", len(diskBefore)-len(after))
+	}
+
+	rep, err := Run(ctx, s, db.Catalog(), "", Policy{KeepLast: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := rep.Tables[0]
+	t.Logf("expired %v, deleted %d files (%d bytes), kept %d bytes %v, temp %v",
+		tr.Expired, len(tr.Deleted), tr.BytesDeleted, tr.BytesKept, tr.Kept, rep.TempFiles)
+	if !slices.Equal(tr.Expired, []uint64{1, 2, 3, 4, 5, 6, 7, 8}) || !slices.Equal(tr.Retained, []uint64{9, 10, 11}) ||
+		tr.Floor != 9 || tr.Published != 11 || tr.Head != 11 {
+		t.Fatalf("report: %+v", tr)
+	}
+	deleted := map[string]bool{}
+	for _, f := range tr.Deleted {
+		deleted[f.Key] = true
+	}
+	for _, f := range rep.TempFiles {
+		deleted[f.Key] = true
+	}
+	for _, k := range olds {
+		if !deleted[k] {
+			t.Errorf("old garbage %s not deleted", k)
+		}
+	}
+	for _, k := range youngs {
+		if deleted[k] {
+			t.Errorf("young file %s deleted", k)
+		}
+	}
+	checkRetained(t, db, "t", before)
+	checkDiskIsNeeded(t, s, youngs, "t")
+
+	// Once the young files are past the grace period, they go too.
+	age(t, s, 2*time.Hour)
+	rep, err = Run(ctx, s, db.Catalog(), "", Policy{KeepLast: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rep.Tables[0].Deleted) + len(rep.TempFiles); n != len(youngs) || len(rep.Tables[0].Expired) != 0 {
+		t.Fatalf("second run: deleted %v temp %v expired %v, want the %d formerly young files",
+			rep.Tables[0].Deleted, rep.TempFiles, rep.Tables[0].Expired, len(youngs))
+	}
+	checkDiskIsNeeded(t, s, nil, "t")
+	checkRetained(t, db, "t", before)
+}
+
+// checkRetained: verify (every version, gaps allowed) finds no fault and each version
+// still present has the rows it had before GC.
+func checkRetained(t *testing.T, db *engine.DB, table string, before map[uint64][]string) {
+	t.Helper()
+	ctx := context.Background()
+	vr, err := verify.Table(ctx, db.Store(), db.Catalog(), table, verify.Options{AllVersions: true, AllowGaps: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !vr.OK() {
+		t.Fatalf("verify: %v", vr.Err())
+	}
+	for v, rows := range allRows(t, db, table) {
+		if !slices.Equal(rows, before[v]) {
+			t.Fatalf("version %d: %d rows after GC, %d before", v, len(rows), len(before[v]))
+		}
+	}
+}
+
+// TestPinnedReaderKeepsVersion: a reader pinned at an old version keeps it (and its
+// files) through a GC that would otherwise expire it; after Release it expires.
+func TestPinnedReaderKeepsVersion(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.Local(t)
+	db := openDB(t, s)
+	tbl := history(t, db)
+	old, err := tbl.Checkout(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := scanRows(t, old)
+	pin, err := old.Pin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(ctx, s, db.Catalog(), "t", Policy{KeepLast: 1, GracePeriod: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := rep.Tables[0]
+	if !tr.HasLow || tr.LowWatermark != 3 || len(tr.Holds) != 1 || tr.Holds[0].ID != pin.ID() ||
+		!slices.Equal(tr.Expired, []uint64{1, 2}) {
+		t.Fatalf("report with a pin at 3: %+v", tr)
+	}
+	if got := scanRows(t, old); !slices.Equal(got, want) {
+		t.Fatalf("pinned version 3: %d rows after GC, %d before", len(got), len(want))
+	}
+	if err := pin.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = Run(ctx, s, db.Catalog(), "t", Policy{KeepLast: 1, GracePeriod: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rep.Tables[0].Expired; len(got) != 8 || got[0] != 3 || rep.Tables[0].HasLow {
+		t.Fatalf("after release: expired %v, low %v", got, rep.Tables[0].HasLow)
+	}
+	if _, err := old.Pin(ctx); !errors.Is(err, manifest.ErrVersionNotFound) {
+		t.Fatalf("pin of an expired version: %v, want ErrVersionNotFound", err)
+	}
+	checkDiskIsNeeded(t, s, nil, "t")
+}
+
+// TestPinDuringGC: a reader pins an old version after GC read the holds (at
+// gc.after_plan). GC still expires that version's manifest, but re-reads the holds
+// before deleting files, so the reader (holding the manifest in memory) scans it whole.
+func TestPinDuringGC(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.Local(t)
+	db := openDB(t, s)
+	tbl := history(t, db)
+	old, err := tbl.Checkout(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := scanRows(t, old)
+	var pin *engine.Pin
+	off := failpoint.Enable("gc.after_plan", failpoint.Call(func(ctx context.Context) error {
+		var err error
+		pin, err = old.Pin(ctx)
+		return err
+	}).Once())
+	rep, err := Run(ctx, s, db.Catalog(), "t", Policy{KeepLast: 1, GracePeriod: -1})
+	off()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pin.Release(ctx)
+	if !slices.Contains(rep.Tables[0].Expired, 2) {
+		t.Fatalf("version 2 was not expired: %+v", rep.Tables[0])
+	}
+	if got := scanRows(t, old); !slices.Equal(got, want) {
+		t.Fatalf("version 2 pinned during GC: %d rows, want %d", len(got), len(want))
+	}
+}
+
+// TestBareStore: without a catalog, HEAD counts as published and there are no holds.
+func TestBareStore(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.Local(t)
+	db := openDB(t, s)
+	history(t, db)
+	before := allRows(t, db, "t")
+	rep, err := Run(ctx, s, nil, "t", Policy{KeepLast: 2, GracePeriod: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr := rep.Tables[0]; !slices.Equal(tr.Retained, []uint64{10, 11}) || tr.Published != 11 {
+		t.Fatalf("bare store: %+v", tr)
+	}
+	checkRetained(t, db, "t", before)
+	checkDiskIsNeeded(t, s, nil, "t")
+}
