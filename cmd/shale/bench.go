@@ -21,7 +21,9 @@ func (a *app) benchCommand() *cobra.Command {
 		Long: `Runs the benchmark suites of benchmarks.Run against --store (default: a new temporary
 directory on local disk) with the etcd of --etcd or the embedded default, and prints a
 Markdown report: import vs encode+put of the same bytes, full scan vs read+IPC decode of the
-same files, open latency and requests at 10 and 1,000 versions, and requests per commit.
+same files, open latency and requests at 10 and 1,000 versions, and requests per commit;
+on request (--suites), txn, compaction vs scan+write of the same table version (compact)
+and recover time with 0, 10 and 100 pending sidecars (recover).
 Baselines and engine runs alternate in one process; figures are medians, ratios are
 baseline time / engine time. Progress goes to stderr. benchmarks/RESULTS.md records runs.`,
 		Args: exactArgs(),
