@@ -184,10 +184,20 @@ func (f *fixture) etcd() *clientv3.Client {
 	return f.cli.Etcd()
 }
 
-// newFixture creates table "t" with frags appends of rows rows each (ids 0..frags*rows-1):
-// frags small fragments, published at version frags+1... (whatever the engine numbers
-// them; see published).
+// newFixture creates table "t" with frags appends of rows rows each (ids 0..frags*rows-1,
+// one small fragment per append, all published).
 func newFixture(t *testing.T, s objstore.Store, frags, rows int) *fixture {
+	t.Helper()
+	sizes := make([]int, frags)
+	for i := range sizes {
+		sizes[i] = rows
+	}
+	return newFixtureSizes(t, s, sizes...)
+}
+
+// newFixtureSizes creates table "t" with one append per size (ids numbered from 0 across
+// them), all published.
+func newFixtureSizes(t *testing.T, s objstore.Store, sizes ...int) *fixture {
 	t.Helper()
 	f := &fixture{t: t, s: s, db: enginetest.OpenDB(t, s, engine.Options{}), table: "t", dir: t.TempDir()}
 	ctx := context.Background()
@@ -195,18 +205,21 @@ func newFixture(t *testing.T, s objstore.Store, frags, rows int) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range frags {
-		rec := batch(int64(i*rows), rows)
+	next := int64(0)
+	for _, n := range sizes {
+		rec := batch(next, n)
 		_, err := tbl.AppendRecord(ctx, rec)
 		rec.Release()
 		if err != nil {
 			t.Fatal(err)
 		}
+		next += int64(n)
 	}
 	return f
 }
 
-// ids returns the sorted ids lo..hi-1 as rows ("id|row-id"), the form rowsAt returns.
+// ids returns the ids lo..hi-1 as rows ("id|row-id", the form rowsAt returns), in id
+// order (not sorted as strings: pass them through merged to compare).
 func ids(lo, hi int64) []string {
 	var out []string
 	for id := lo; id < hi; id++ {
@@ -273,10 +286,15 @@ func equalRows(t *testing.T, what string, got, want []string) {
 		what, len(got), len(want), len(missing), first(missing), len(extra), first(extra))
 }
 
+// diff returns the rows of a not in b, in a's order.
 func diff(a, b []string) []string {
+	in := make(map[string]bool, len(b))
+	for _, x := range b {
+		in[x] = true
+	}
 	var out []string
 	for _, x := range a {
-		if _, ok := slices.BinarySearch(b, x); !ok {
+		if !in[x] {
 			out = append(out, x)
 		}
 	}

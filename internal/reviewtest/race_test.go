@@ -1,6 +1,7 @@
 package reviewtest
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/shale-db/shale/internal/storetest"
@@ -125,4 +126,43 @@ func TestDeleteBeforeCompactionCommits(t *testing.T) {
 			f.verifyOK()
 		})
 	}
+}
+
+// TestDeleteOutsidePlanRebases (scenario 2, the disjoint case): the table has one large
+// fragment (not compacted: it is at the target size) and five small ones. Our compaction
+// child is held after writing its new fragments; a deleter child deletes rows of the
+// large fragment only; then the compaction is released. A delete of fragments the plan
+// does not rewrite does not conflict: the compaction rebases over it in its first
+// attempt, and both the deletion and the compacted rows survive.
+func TestDeleteOutsidePlanRebases(t *testing.T) {
+	f := newFixtureSizes(t, storetest.Local(t), targetRows, 50, 50, 50, 50, 50)
+	before, pub0 := f.rows(), f.published()
+	rel := f.releaseFile("compaction")
+	comp := f.compactor("compactor", block("manifest.before_version_put", rel))
+	f.waitFor("the compaction's sidecar", f.sidecarArmed, comp)
+	f.waitFor("the compaction's transaction record", f.txnStored(f.sidecars()[0].Attempts[0].TxnID), comp)
+	del := f.deleter("deleter", "", "id < 20").mustSucceed(t)
+	t.Logf("deleter: deleted %d rows of the large fragment as version %d", del.Rows, del.Version)
+	if del.Version != pub0+1 || del.Rows != 20 || !del.Published {
+		t.Fatalf("deleter: %+v, want 20 rows deleted as version %d, published", del, pub0+1)
+	}
+	f.release(rel)
+	res := comp.mustSucceed(t)
+	t.Logf("compaction: attempts %d, read version %d, committed version %d, rebased over %v, rows rewritten %d",
+		res.Attempts, res.ReadVersion, res.Version, res.Rebased, res.Rows)
+	if res.Attempts != 1 || !slices.Contains(res.Rebased, del.Version) || res.Version != del.Version+1 {
+		t.Fatalf("compaction: %+v, want one attempt rebased over the delete's version %d", res, del.Version)
+	}
+	if res.Rows != 250 {
+		t.Fatalf("compaction rewrote %d rows, want the 250 of the small fragments", res.Rows)
+	}
+	equalRows(t, "rows after", f.rows(), diff(before, ids(0, 20)))
+	if p, h := f.published(), f.head().Version; p != h || p != res.Version {
+		t.Fatalf("published %d, HEAD %d, want the compaction's %d", p, h, res.Version)
+	}
+	if sc := f.sidecars(); len(sc) != 0 {
+		t.Fatalf("sidecars left: %+v", sc)
+	}
+	f.noOrphanFiles()
+	f.verifyOK()
 }
