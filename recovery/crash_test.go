@@ -82,6 +82,7 @@ func TestCrashAtEverySeam(t *testing.T) {
 			if !runChild(t, s, table, c.seam) {
 				t.Fatalf("child was not killed at %s", c.seam)
 			}
+			expireHolds(t, db, table)
 			pending, err := Pending(ctx, s, "")
 			if err != nil {
 				t.Fatal(err)

@@ -53,6 +53,7 @@ func TestLiveHoldSkipsWhateverTheAge(t *testing.T) {
 	if !runChild(t, s, "t", "manifest.before_version_put") {
 		t.Fatal("compaction was not killed")
 	}
+	expireHolds(t, db, "t")
 	k := pendingOne(t, s, "t")
 	files := dataFiles(t, s, "t")
 	h, err := db.Catalog().AcquireHold(ctx, catalog.Hold{ID: k.Sidecar.OperationID, Table: "t", Kind: "compaction", Version: k.Sidecar.PublishedAtStart}, 0)
@@ -93,6 +94,7 @@ func TestDefaultMinAgeWithCatalog(t *testing.T) {
 	if !runChild(t, s, "t", "compaction.before_publish") {
 		t.Fatal("compaction was not killed")
 	}
+	expireHolds(t, db, "t")
 	k := pendingOne(t, s, "t")
 	if rep, err := Recover(ctx, s, db.Catalog(), "t", Options{}); err != nil || rep.Outcomes[0].Action != SkippedYoung {
 		t.Fatalf("fresh sidecar: %+v, %v; want %s", rep, err, SkippedYoung)
@@ -125,6 +127,8 @@ func TestRollForwardNeverRollsBack(t *testing.T) {
 	if !runChild(t, s, "a", "compaction.before_publish") || !runChild(t, s, "b", "manifest.before_version_put") {
 		t.Fatal("compactions were not killed")
 	}
+	expireHolds(t, db, "a")
+	expireHolds(t, db, "b")
 	headA, err := manifest.Head(ctx, s, "a")
 	if err != nil {
 		t.Fatal(err)
@@ -170,6 +174,7 @@ func TestHookRollsForwardOnFirstWrite(t *testing.T) {
 	if !runChild(t, s, "t", "compaction.before_publish") {
 		t.Fatal("compaction was not killed")
 	}
+	expireHolds(t, db, "t")
 	compacted, err := manifest.Head(ctx, s, "t")
 	if err != nil {
 		t.Fatal(err)
@@ -248,4 +253,43 @@ func oneRow(id int64) arrow.RecordBatch {
 	b.Field(0).(*array.Int64Builder).Append(id)
 	b.Field(1).(*array.StringBuilder).Append("x")
 	return b.NewRecordBatch()
+}
+
+// TestDeadHolderSkippedUntilLeaseExpires: a compaction SIGKILLed after its commit leaves
+// its hold until the lease expires (one TTL, 15 s, after its last keep-alive); until then
+// Recover reports SkippedLive, then it rolls the compaction forward. Waits for the real
+// expiry (about 15 s).
+func TestDeadHolderSkippedUntilLeaseExpires(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.Local(t)
+	db := openDB(t, s)
+	makeTable(t, db, "t", 6, 50)
+	before := rowsOf(t, db, "t")
+	if !runChild(t, s, "t", "compaction.before_publish") {
+		t.Fatal("compaction was not killed")
+	}
+	killed := time.Now()
+	k := pendingOne(t, s, "t")
+	if live, err := db.Catalog().HoldExists(ctx, "t", k.Sidecar.OperationID); err != nil || !live {
+		t.Fatalf("the killed compaction's hold: %v, %v; want live", live, err)
+	}
+	rep, err := Recover(ctx, s, db.Catalog(), "t", Options{MinAge: -1})
+	if err != nil || len(rep.Outcomes) != 1 || rep.Outcomes[0].Action != SkippedLive {
+		t.Fatalf("right after the kill: %+v, %v; want %s", rep, err, SkippedLive)
+	}
+	deadline := killed.Add(2*catalog.DefaultHoldTTL + 10*time.Second)
+	for rep.Outcomes[0].Action == SkippedLive {
+		if time.Now().After(deadline) {
+			t.Fatalf("the dead compaction's hold outlived %s", time.Since(killed))
+		}
+		time.Sleep(250 * time.Millisecond) // polling the condition (lease expiry), with the deadline above
+		if rep, err = Recover(ctx, s, db.Catalog(), "t", Options{MinAge: -1}); err != nil || len(rep.Outcomes) != 1 {
+			t.Fatalf("recover: %+v, %v", rep, err)
+		}
+	}
+	if rep.Outcomes[0].Action != RolledForward {
+		t.Fatalf("after the hold expired: %+v, want %s", rep, RolledForward)
+	}
+	t.Logf("hold expired and the compaction rolled forward %s after the kill", time.Since(killed).Round(100*time.Millisecond))
+	checkRecovered(t, s, db, "t", before)
 }

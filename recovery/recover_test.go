@@ -155,6 +155,7 @@ func crashAt(t *testing.T, seam string) (*storeDB, []string) {
 	if !runChild(t, s, "t", seam) {
 		t.Fatalf("child not killed at %s", seam)
 	}
+	expireHolds(t, db, "t") // the killed child's hold, as its lease expiry would
 	return &storeDB{s, db}, before
 }
 

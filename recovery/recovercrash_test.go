@@ -50,6 +50,7 @@ func TestRecoverCrashAtEverySeam(t *testing.T) {
 			if !runChild(t, s, table, c.prep) {
 				t.Fatalf("compaction was not killed at %s", c.prep)
 			}
+			expireHolds(t, db, table)
 			if !runChild(t, s, table, c.seam, "CHILD_MODE=recover") {
 				t.Fatalf("recover was not killed at %s", c.seam)
 			}
