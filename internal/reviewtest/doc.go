@@ -9,8 +9,9 @@
 //
 //  1. an insert committed and published between our compaction's commit and its publish:
 //     the publish fast-forwards (or finds the pointer past it), rows = original + inserted;
-//  2. a delete committed before our compaction commits: the compaction rebases or replans,
-//     the deleted rows stay deleted and no row is lost;
+//  2. a delete committed before our compaction commits: the compaction replans (the
+//     delete touched fragments it rewrites) or rebases (it did not), the deleted rows stay
+//     deleted and no row is lost;
 //  3. a writer committing after our compaction committed, then our publish failing or
 //     our process dying: the sidecar stays until Recover, which rolls forward our version
 //     and never claims the other writer's;
@@ -19,4 +20,11 @@
 //  5. a foreign committed-but-unpublished version next to a crashed compaction: Recover
 //     neither reports it as ours nor deletes its files or manifest, and its rows stay
 //     readable at its version.
+//
+// A killed compaction child leaves its catalog hold until the hold's lease expires; the
+// tests check that Recover skips the sidecar meanwhile (SkippedLive), then revoke the dead
+// child's lease (what its expiry does) instead of waiting out the TTL.
+//
+// Children are the test binary re-executed with SHALE_REVIEWTEST_CHILD=compact|append|
+// delete; each prints one result line (REVIEWTEST-RESULT {json}) before exiting.
 package reviewtest
