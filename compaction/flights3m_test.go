@@ -72,7 +72,7 @@ func TestFlights3MCompaction(t *testing.T) {
 	}
 	ctx := context.Background()
 	start := time.Now()
-	phase := func(what string, t0 time.Time) { t.Logf("%-52s %8v", what, time.Since(t0).Round(time.Millisecond)) }
+	phase := func(what string, t0 time.Time) { t.Logf("%-58s %8v", what, time.Since(t0).Round(time.Millisecond)) }
 
 	t0 := time.Now()
 	schema, batches := readFixed(t, path, flightsAppendRows)
