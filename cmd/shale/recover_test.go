@@ -5,11 +5,13 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCompactKilledThenRecover: a compaction killed (SIGKILL) after its commit and before
-// its publish leaves drift covered by its sidecar; `shale recover` rolls it forward, verify
-// finds no fault, and a second recover has nothing to do.
+// its publish leaves drift covered by its sidecar; `shale recover` reports it running
+// while its hold's lease lives (about 15 s), then rolls it forward; verify finds no
+// fault, and a second recover has nothing to do.
 func TestCompactKilledThenRecover(t *testing.T) {
 	e := freshEnv(t)
 	tbl := e.table("rec")
@@ -26,7 +28,21 @@ func TestCompactKilledThenRecover(t *testing.T) {
 	if out := e.ok("status"); !strings.Contains(out, "1 unpublished") {
 		t.Fatalf("status after the kill:\n%s", out)
 	}
-	if out := e.ok("recover", "--min-age", "0"); !strings.Contains(out, "rolled forward") {
+	// The killed compaction's hold lives until its lease expires (15 s after its last
+	// keep-alive): until then recover reports the operation as running.
+	killed := time.Now()
+	out := e.ok("recover", "--min-age", "0")
+	if !strings.Contains(out, "still running") {
+		t.Fatalf("recover right after the kill: %s", out)
+	}
+	for strings.Contains(out, "still running") {
+		if time.Since(killed) > 45*time.Second {
+			t.Fatalf("the dead compaction's hold outlived %s: %s", time.Since(killed), out)
+		}
+		time.Sleep(500 * time.Millisecond) // polling the condition (lease expiry), with the deadline above
+		out = e.ok("recover", "--min-age", "0")
+	}
+	if !strings.Contains(out, "rolled forward") {
 		t.Fatalf("recover: %s", out)
 	}
 	e.ok("verify", tbl)

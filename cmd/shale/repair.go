@@ -2,15 +2,135 @@ package main
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/repair"
 )
 
-// repairCommand is a placeholder until the repair command lands (issue 4).
+// repairCommand is `shale repair [TABLE] [--confirm] [--force] [--json]`.
 func (a *app) repairCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "repair",
-		Short: "not built yet",
-		RunE:  func(cmd *cobra.Command, args []string) error { return errors.New("repair: not built yet") },
+	var confirm, force bool
+	cmd := &cobra.Command{
+		Use:   "repair [TABLE] [--confirm] [--force]",
+		Short: "Publish versions committed above the published one that no recovery sidecar explains",
+		Long: `A writer that dies between its commit and its publish leaves drift: versions above
+the table's published version that readers do not see. Drift that a recovery sidecar
+names belongs to 'shale recover'. repair handles the rest: it lists every version from
+published+1 to HEAD with its operation and class, maintenance (compaction, index, WAL
+merge: the rows do not change) or logical (appends, deletes, updates, schema and config
+changes), and by default changes nothing.
+--confirm publishes maintenance-only drift (the pointer moves to HEAD).
+Logical drift is refused unless --force --confirm: its writers never learned that it
+committed, so publishing it may make writes visible that were reported as failed.
+Drift named by a pending sidecar is always refused: run 'shale recover'.
+repair never writes, rewrites or deletes data; it only moves the published pointer.`,
+		Example: `  shale repair
+  shale repair flights --confirm
+  shale repair flights --force --confirm`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			var tables []string
+			if len(args) == 1 {
+				if err := manifest.ValidateTableName(args[0]); err != nil {
+					return err
+				}
+				tables = args
+			}
+			db, err := a.open(ctx)
+			if err != nil {
+				return err
+			}
+			if db.Catalog() == nil {
+				return repair.ErrNoCatalog
+			}
+			if tables == nil {
+				if tables, err = db.Tables(ctx); err != nil {
+					return err
+				}
+			}
+			results := []repair.Result{}
+			var errs []error
+			for _, t := range tables {
+				res, err := repair.Repair(ctx, db.Store(), db.Catalog(), t, repair.Options{Confirm: confirm, Force: force})
+				if err != nil && res.Table == "" {
+					return err // could not even inspect
+				}
+				results = append(results, res)
+				if err != nil {
+					errs = append(errs, err)
+				}
+				if !a.jsonOut {
+					a.printRepair(res, err, len(args) == 1)
+				}
+			}
+			if a.jsonOut {
+				if err := a.printJSON(results); err != nil {
+					return err
+				}
+			} else if len(args) == 0 && !anyDrift(results) {
+				a.printf("No drift: every table is published at HEAD\n")
+			}
+			if len(errs) == 1 {
+				return errs[0]
+			}
+			if len(errs) > 1 {
+				return fmt.Errorf("%d tables refused: %w", len(errs), errors.Join(errs...))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&confirm, "confirm", false, "publish the drift (default: preview only)")
+	cmd.Flags().BoolVar(&force, "force", false, "with --confirm, publish logical drift too")
+	return cmd
+}
+
+func anyDrift(rs []repair.Result) bool {
+	for _, r := range rs {
+		if r.Decision != repair.NoDrift {
+			return true
+		}
+	}
+	return false
+}
+
+// printRepair prints one table's drift and what was done with it. Tables without drift
+// are printed only when named.
+func (a *app) printRepair(r repair.Result, err error, named bool) {
+	if r.Decision == repair.NoDrift {
+		if named {
+			a.printf("%s: no drift (published = HEAD = %d)\n", r.Table, r.Head)
+		}
+		return
+	}
+	if r.Decision == repair.PublishedAhead {
+		a.printf("%s: CORRUPT: published version %d is above HEAD %d\n", r.Table, r.Published, r.Head)
+		return
+	}
+	a.printf("%s: published %d, HEAD %d: %d unpublished version(s)\n", r.Table, r.Published, r.Head, len(r.Versions))
+	for _, v := range r.Versions {
+		owner := ""
+		if v.Sidecar != "" {
+			owner = ", named by sidecar " + v.Sidecar
+		}
+		a.printf("  version %d  %-13s %-11s transaction %s%s\n", v.Version, v.Kind, v.Class, v.TxnID, owner)
+	}
+	for _, k := range r.Unreadable {
+		a.printf("  unreadable sidecar %s (may name any of these)\n", k)
+	}
+	switch {
+	case r.Repaired:
+		a.printf("  published version %d (pointer now %d)\n", r.Head, r.PublishedNow)
+	case err != nil:
+		a.printf("  refused: %v\n", err)
+	case r.Decision == repair.RunRecover:
+		a.printf("  a recovery sidecar covers this drift: run 'shale recover %s'\n", r.Table)
+	case r.Decision == repair.NeedsForce:
+		a.printf("  logical drift: 'shale repair %s --force --confirm' publishes it\n", r.Table)
+	case r.Decision == repair.Publishable:
+		a.printf("  maintenance only: 'shale repair %s --confirm' publishes it\n", r.Table)
 	}
 }
