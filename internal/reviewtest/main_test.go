@@ -449,6 +449,11 @@ func (f *fixture) start(name, mode, failpoints string, env ...string) *proc {
 		cmd.Env = append(cmd.Env, failpoint.EnvVar+"="+failpoints)
 	}
 	cmd.Env = append(cmd.Env, env...)
+	// A race-enabled child otherwise sleeps 1 s on exit (the race runtime's default
+	// atexit_sleep_ms), which would add seconds to the package under -race.
+	if g := os.Getenv("GORACE"); !strings.Contains(g, "atexit_sleep_ms") {
+		cmd.Env = append(cmd.Env, "GORACE="+strings.TrimSpace(g+" atexit_sleep_ms=0"))
+	}
 	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = &p.stdout, &p.stderr
 	if err := cmd.Start(); err != nil {
