@@ -33,6 +33,9 @@ var (
 	ErrSidecarPending = errors.New("repair: drift is covered by a recovery sidecar; run recover")
 	// ErrPublishedAhead: the published version is above HEAD (invariant 3: corruption).
 	ErrPublishedAhead = errors.New("repair: published version is above HEAD")
+	// ErrGroupPending: a drifting version belongs to a multi-table group still being
+	// decided; its commit publishes it (or its abort voids it). Retry later.
+	ErrGroupPending = errors.New("repair: a multi-table group is still pending")
 	// ErrNoCatalog: there is no catalog, so nothing is ever published.
 	ErrNoCatalog = errors.New("repair: no catalog")
 )
@@ -43,6 +46,9 @@ type Class string
 const (
 	Maintenance Class = "maintenance" // content-preserving (rewrite, index, WAL merge)
 	Logical     Class = "logical"     // changes rows, schema or config
+	// Aborted: a prepared version of an aborted multi-table group; it counts as empty
+	// (later versions are built without it) and is never published itself.
+	Aborted Class = "aborted"
 )
 
 // Decision is what Repair may do with a table's drift.
@@ -53,6 +59,8 @@ const (
 	Publishable    Decision = "publish"         // maintenance-only drift: publish with Confirm
 	NeedsForce     Decision = "needs-force"     // logical drift: publish with Confirm and Force
 	RunRecover     Decision = "run-recover"     // a sidecar names (or may name) a version: recover's
+	GroupPending   Decision = "group-pending"   // a multi-table group is deciding a version: retry later
+	OnlyAborted    Decision = "only-aborted"    // every drifting version belongs to an aborted group: nothing to publish
 	PublishedAhead Decision = "published-ahead" // HEAD < published: corruption, nothing to publish
 )
 
@@ -64,6 +72,9 @@ type Version struct {
 	Class     Class           `json:"class"`
 	Committed time.Time       `json:"planned_at"`        // the transaction's timestamp
 	Sidecar   string          `json:"sidecar,omitempty"` // the pending sidecar naming it
+	Group     string          `json:"group,omitempty"`   // the multi-table group it belongs to
+	// GroupState is the group's state ("pending", "committed", "aborted") when Group is set.
+	GroupState string `json:"group_state,omitempty"`
 }
 
 // Plan is a table's drift, classified.
@@ -72,18 +83,24 @@ type Plan struct {
 	Published uint64    `json:"published"` // 0: never published
 	Head      uint64    `json:"head"`
 	Versions  []Version `json:"versions,omitempty"` // published+1 … HEAD, ascending
-	Decision  Decision  `json:"decision"`
+	// Target is the version a publish would move the pointer to: the highest drifting
+	// version that is not an aborted group member (0: none).
+	Target   uint64   `json:"target,omitempty"`
+	Decision Decision `json:"decision"`
 	// Unreadable lists sidecars that could not be read; they may name any version.
 	Unreadable []string `json:"unreadable_sidecars,omitempty"`
 }
 
 // Classify sorts the drift of table: versions holds the manifests from published+1 to
-// head (ascending; others are ignored) and sidecars the pending sidecars (any table;
-// those of other tables are ignored, unreadable ones count for every table). The
-// decision, strongest first: PublishedAhead if head < published; NoDrift if head =
-// published; RunRecover if a sidecar names a drifting version's transaction or a sidecar
-// is unreadable; NeedsForce if any version is logical; else Publishable. Pure.
-func Classify(table string, published, head uint64, versions []*manifest.Manifest, sidecars []recovery.Keyed) Plan {
+// head (ascending; others are ignored), sidecars the pending sidecars (any table; those
+// of other tables are ignored, unreadable ones count for every table) and groups the
+// state of each multi-table group a version belongs to (a missing entry counts as
+// pending: undecided). The decision, strongest first: PublishedAhead if head <
+// published; NoDrift if head = published; GroupPending if a version's group is pending;
+// RunRecover if a sidecar names a drifting version's transaction or a sidecar is
+// unreadable; OnlyAborted if every version is an aborted group member; NeedsForce if any
+// version is logical; else Publishable. Pure.
+func Classify(table string, published, head uint64, versions []*manifest.Manifest, sidecars []recovery.Keyed, groups map[string]catalog.GroupState) Plan {
 	p := Plan{Table: table, Published: published, Head: head}
 	switch {
 	case head < published:
@@ -106,7 +123,7 @@ func Classify(table string, published, head uint64, versions []*manifest.Manifes
 			owner[a.TxnID] = k.Key
 		}
 	}
-	covered, logical := len(p.Unreadable) > 0, false
+	covered, logical, pending := len(p.Unreadable) > 0, false, false
 	for _, m := range versions {
 		if m == nil || m.Version <= published || m.Version > head {
 			continue
@@ -115,15 +132,34 @@ func Classify(table string, published, head uint64, versions []*manifest.Manifes
 			Committed: time.Unix(0, m.Txn.Timestamp).UTC(), Sidecar: owner[m.Txn.ID]}
 		if m.Txn.Op.Kind.Maintenance() {
 			v.Class = Maintenance
-		} else {
-			logical = true
 		}
+		if g := m.Txn.Op.Group; g != nil {
+			st, ok := groups[g.ID]
+			if !ok {
+				st = catalog.GroupPending
+			}
+			v.Group, v.GroupState = g.ID, st.String()
+			switch st {
+			case catalog.GroupAborted:
+				v.Class = Aborted
+			case catalog.GroupPending:
+				pending = true
+			}
+		}
+		if v.Class != Aborted {
+			p.Target = v.Version
+		}
+		logical = logical || v.Class == Logical
 		covered = covered || v.Sidecar != ""
 		p.Versions = append(p.Versions, v)
 	}
 	switch {
+	case pending:
+		p.Decision = GroupPending
 	case covered:
 		p.Decision = RunRecover
+	case p.Target == 0:
+		p.Decision = OnlyAborted
 	case logical:
 		p.Decision = NeedsForce
 	default:
@@ -138,7 +174,7 @@ func Classify(table string, published, head uint64, versions []*manifest.Manifes
 // nil (there is nothing to publish). Pure.
 func Allowed(p Plan, force bool) error {
 	switch p.Decision {
-	case NoDrift, Publishable:
+	case NoDrift, Publishable, OnlyAborted:
 		return nil
 	case NeedsForce:
 		if force {
@@ -157,6 +193,13 @@ func Allowed(p Plan, force bool) error {
 			}
 		}
 		return fmt.Errorf("table %q: %w: unreadable sidecar(s) %v", p.Table, ErrSidecarPending, p.Unreadable)
+	case GroupPending:
+		for _, v := range p.Versions {
+			if v.GroupState == catalog.GroupPending.String() {
+				return fmt.Errorf("table %q: %w: version %d belongs to group %s", p.Table, ErrGroupPending, v.Version, v.Group)
+			}
+		}
+		return fmt.Errorf("table %q: %w", p.Table, ErrGroupPending)
 	case PublishedAhead:
 		return fmt.Errorf("table %q: %w: HEAD %d, published %d", p.Table, ErrPublishedAhead, p.Head, p.Published)
 	}
@@ -194,13 +237,24 @@ func Inspect(ctx context.Context, s objstore.Store, cat *catalog.Catalog, table 
 		}
 		ms = append(ms, m)
 	}
+	groups := map[string]catalog.GroupState{}
+	for _, m := range ms {
+		if g := m.Txn.Op.Group; g != nil {
+			if _, ok := groups[g.ID]; ok {
+				continue
+			}
+			if groups[g.ID], err = cat.GroupState(ctx, g.ID); err != nil {
+				return Plan{}, fmt.Errorf("table %q: version %d: group %s: %w", table, m.Version, g.ID, err)
+			}
+		}
+	}
 	var sidecars []recovery.Keyed
 	if head > published {
 		if sidecars, err = recovery.PendingSidecars(ctx, s, table); err != nil {
 			return Plan{}, fmt.Errorf("table %q: %w", table, err)
 		}
 	}
-	return Classify(table, published, head, ms, sidecars), nil
+	return Classify(table, published, head, ms, sidecars, groups), nil
 }
 
 // Options tune Repair.
@@ -214,15 +268,16 @@ type Options struct {
 // Result is what Repair found and did.
 type Result struct {
 	Plan
-	// Repaired: the pointer was moved to (or found at or past) Plan.Head by this call.
+	// Repaired: the pointer was moved to (or found at or past) Plan.Target by this call.
 	Repaired bool `json:"repaired"`
 	// PublishedNow is the published version afterwards (when Repaired).
 	PublishedNow uint64 `json:"published_now,omitempty"`
 }
 
 // Repair inspects table and, with opts.Confirm, publishes its drift by fast-forward to
-// the HEAD it classified (never further: versions committed meanwhile stay unpublished)
-// when Allowed(plan, opts.Force). It never touches data or manifests. A preview
+// Plan.Target, the highest version it classified that is not an aborted group member
+// (never further: versions committed meanwhile stay unpublished), when Allowed(plan,
+// opts.Force). It never touches data or manifests. A preview
 // (no Confirm) returns the plan and no error whatever the decision.
 // Errors: Inspect's; with Confirm, Allowed's (ErrLogicalDrift, ErrSidecarPending,
 // ErrPublishedAhead) and catalog errors from the publish (naming the table and version).
@@ -232,15 +287,15 @@ func Repair(ctx context.Context, s objstore.Store, cat *catalog.Catalog, table s
 		return Result{Plan: p}, err
 	}
 	res := Result{Plan: p}
-	if !opts.Confirm || p.Decision == NoDrift {
+	if !opts.Confirm || p.Decision == NoDrift || p.Decision == OnlyAborted {
 		return res, nil
 	}
 	if err := Allowed(p, opts.Force); err != nil {
 		return res, err
 	}
-	m, err := manifest.Load(ctx, s, table, p.Head)
+	m, err := manifest.Load(ctx, s, table, p.Target)
 	if err != nil {
-		return res, fmt.Errorf("table %q: version %d: %w", table, p.Head, err)
+		return res, fmt.Errorf("table %q: version %d: %w", table, p.Target, err)
 	}
 	now, err := cat.FastForward(ctx, table, catalog.Pointer{Version: m.Version, ManifestKey: m.Key(), Checksum: m.Checksum()})
 	if err != nil {

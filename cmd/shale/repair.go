@@ -25,7 +25,9 @@ changes), and by default changes nothing.
 --confirm publishes maintenance-only drift (the pointer moves to HEAD).
 Logical drift is refused unless --force --confirm: its writers never learned that it
 committed, so publishing it may make writes visible that were reported as failed.
-Drift named by a pending sidecar is always refused: run 'shale recover'.
+Drift named by a pending sidecar is always refused: run 'shale recover'. So is drift
+holding a version of a multi-table group still pending; versions of aborted groups
+count as empty and are never published themselves.
 repair never writes, rewrites or deletes data; it only moves the published pointer.`,
 		Example: `  shale repair
   shale repair flights --confirm
@@ -116,6 +118,9 @@ func (a *app) printRepair(r repair.Result, err error, named bool) {
 		if v.Sidecar != "" {
 			owner = ", named by sidecar " + v.Sidecar
 		}
+		if v.Group != "" {
+			owner += fmt.Sprintf(", multi-table group %s (%s)", v.Group, v.GroupState)
+		}
 		a.printf("  version %d  %-13s %-11s transaction %s%s\n", v.Version, v.Kind, v.Class, v.TxnID, owner)
 	}
 	for _, k := range r.Unreadable {
@@ -123,9 +128,13 @@ func (a *app) printRepair(r repair.Result, err error, named bool) {
 	}
 	switch {
 	case r.Repaired:
-		a.printf("  published version %d (pointer now %d)\n", r.Head, r.PublishedNow)
+		a.printf("  published version %d (pointer now %d)\n", r.Target, r.PublishedNow)
 	case err != nil:
 		a.printf("  refused: %v\n", err)
+	case r.Decision == repair.GroupPending:
+		a.printf("  a multi-table group is still deciding: its commit publishes these versions; retry later\n")
+	case r.Decision == repair.OnlyAborted:
+		a.printf("  only versions of aborted multi-table groups: nothing to publish\n")
 	case r.Decision == repair.RunRecover:
 		a.printf("  a recovery sidecar covers this drift: run 'shale recover %s'\n", r.Table)
 	case r.Decision == repair.NeedsForce:
