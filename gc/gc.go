@@ -215,6 +215,18 @@ func (g *collector) run(ctx context.Context) (TableReport, error) {
 	}
 
 	// Expire manifests, oldest first, each followed by its transaction record.
+	sizes, err := g.sizes(ctx, manifest.VersionsDir(g.table), manifest.TxnDir(g.table))
+	if err != nil {
+		return g.rep, err
+	}
+	for _, v := range expired {
+		m := mans[v]
+		for _, k := range []string{m.Key(), m.TxnKey} {
+			if size, ok := sizes[k]; ok {
+				g.deleted(objstore.ObjectInfo{Key: k, Size: size}, ExpiredVersion)
+			}
+		}
+	}
 	if !g.p.DryRun {
 		for _, v := range expired {
 			m := mans[v]
@@ -280,12 +292,19 @@ func (g *collector) run(ctx context.Context) (TableReport, error) {
 	if err != nil {
 		return g.rep, fmt.Errorf("list %s/: %w", g.table, err)
 	}
+	expiredTxn := map[string]bool{}
+	for _, v := range expired {
+		expiredTxn[mans[v].TxnKey] = true
+	}
 	for _, o := range objs {
 		c := Classify(g.table, o.Key, o.ModTime, refs)
 		if g.p.DryRun && c == ManifestObj {
 			if v, err := manifest.ParseManifestKey(g.table, o.Key); err == nil && v < floor {
 				continue // would be expired (listed in Expired)
 			}
+		}
+		if g.p.DryRun && c == Garbage && expiredTxn[o.Key] {
+			continue // counted with its version
 		}
 		if c != Garbage {
 			g.keep(o, c)
@@ -304,6 +323,21 @@ func (g *collector) run(ctx context.Context) (TableReport, error) {
 		}
 	}
 	return g.rep, nil
+}
+
+// sizes lists prefixes and returns each object's size.
+func (g *collector) sizes(ctx context.Context, prefixes ...string) (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, p := range prefixes {
+		objs, err := g.s.List(ctx, p, 0)
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", p, err)
+		}
+		for _, o := range objs {
+			out[o.Key] = o.Size
+		}
+	}
+	return out, nil
 }
 
 func (g *collector) keep(o objstore.ObjectInfo, c Class) {

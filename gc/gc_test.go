@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,6 +109,17 @@ func TestRunExpiresAndCollects(t *testing.T) {
 		if deleted[k] {
 			t.Errorf("young file %s deleted", k)
 		}
+	}
+	var tempBytes int64
+	for _, f := range rep.TempFiles {
+		tempBytes += f.Bytes
+	}
+	if got, want := sum(diskBefore)-sum(diskFiles(t, s)), tr.BytesDeleted+tempBytes; got != want {
+		t.Fatalf("disk shrank by %d bytes, the report says %d deleted", got, want)
+	}
+	// Kept (under the table) + the fixed _shale/ objects + young temp files = the disk.
+	if got := sum(diskFiles(t, s)); got != tr.BytesKept+sum(needed(t, s))+youngTemp(t, s) {
+		t.Fatalf("disk holds %d bytes; report kept %d", got, tr.BytesKept)
 	}
 	checkRetained(t, db, "t", before)
 	checkDiskIsNeeded(t, s, youngs, "t")
@@ -238,4 +250,14 @@ func TestBareStore(t *testing.T) {
 	}
 	checkRetained(t, db, "t", before)
 	checkDiskIsNeeded(t, s, nil, "t")
+}
+
+// youngTemp sums the local temp files' bytes.
+func youngTemp(t *testing.T, s objstore.Store) (n int64) {
+	for k, size := range diskFiles(t, s) {
+		if strings.HasPrefix(k, objstore.TempDir+"/") {
+			n += size
+		}
+	}
+	return n
 }

@@ -123,13 +123,14 @@ type Class string
 
 // Classes.
 const (
-	Referenced  Class = "referenced" // named by a retained version (or needed by a live hold)
-	Protected   Class = "protected"  // under a pending recovery sidecar's attempt prefix: recovery owns it
-	Young       Class = "young"      // unreferenced, but modified within the grace period (or after a live hold started)
-	InFlight    Class = "in-flight"  // a transaction record above HEAD: a commit in progress
-	Unknown     Class = "unknown"    // a shape GC does not recognise: never deleted
-	Garbage     Class = "garbage"    // delete
-	ManifestObj Class = "manifest"   // a retained version's manifest (expired ones are deleted before)
+	Referenced     Class = "referenced" // named by a retained version (or needed by a live hold)
+	Protected      Class = "protected"  // under a pending recovery sidecar's attempt prefix: recovery owns it
+	Young          Class = "young"      // unreferenced, but modified within the grace period (or after a live hold started)
+	InFlight       Class = "in-flight"  // a transaction record above HEAD: a commit in progress
+	Unknown        Class = "unknown"    // a shape GC does not recognise: never deleted
+	Garbage        Class = "garbage"    // delete
+	ExpiredVersion Class = "expired"    // an expired version's manifest or transaction record (deleted first)
+	ManifestObj    Class = "manifest"   // a retained version's manifest (expired ones are deleted before)
 )
 
 // Refs is what the retained versions reference, and what else protects files.

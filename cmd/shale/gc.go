@@ -1,16 +1,144 @@
 package main
 
 import (
-	"errors"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/shale-db/shale/gc"
+	"github.com/shale-db/shale/manifest"
 )
 
-// gcCommand is a placeholder until the gc command lands (issue 4).
+// gcCommand is `shale gc [TABLE] [--keep-last N] [--keep-newer D] [--grace D] [--dry-run] [--json]`.
 func (a *app) gcCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "gc",
-		Short: "not built yet",
-		RunE:  func(cmd *cobra.Command, args []string) error { return errors.New("gc: not built yet") },
+	var (
+		keepLast  int
+		keepNewer time.Duration
+		grace     time.Duration
+		dryRun    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "gc [TABLE] [--keep-last N] [--keep-newer D] [--grace D] [--dry-run]",
+		Short: "Expire old versions and delete files no retained version needs",
+		Long: `Expire versions by policy, then delete the files no retained version references.
+A version is kept if it is among the --keep-last newest, or was written less than
+--keep-newer ago, or is the published version or above it, or HEAD, or is needed by a
+running operation or a pinned reader (their holds in the catalog, in any process).
+Then data files, deletion vectors and transaction records that no retained version
+needs (abandoned imports and compaction attempts, losing commit attempts, expired
+versions' records) and local temp files are deleted once older than --grace; files a
+pending recovery sidecar names are left to recovery, and stale sidecars are resolved
+first (as shale recover does). --dry-run prints what would go and deletes nothing.
+Without TABLE every table is collected.`,
+		Example: `  shale gc --dry-run
+  shale gc flights --keep-last 5 --keep-newer 24h --grace 1h --json`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			table := ""
+			if len(args) == 1 {
+				table = args[0]
+				if err := manifest.ValidateTableName(table); err != nil {
+					return err
+				}
+			}
+			switch {
+			case keepLast < 1:
+				return usagef("--keep-last must be at least 1 (HEAD is always kept)")
+			case keepNewer < 0:
+				return usagef("--keep-newer must be 0 or more")
+			case grace < 0:
+				return usagef("--grace must be 0 or more")
+			}
+			p := gc.Policy{KeepLast: keepLast, KeepNewer: keepNewer, GracePeriod: grace, DryRun: dryRun}
+			if grace == 0 {
+				p.GracePeriod = -1 // the CLI's 0 means no grace; the package's 0 means the default
+			}
+			db, err := a.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			rep, gerr := gc.Run(cmd.Context(), db.Store(), db.Catalog(), table, p)
+			if a.jsonOut {
+				if rep.Tables == nil {
+					rep.Tables = []gc.TableReport{}
+				}
+				if err := a.printJSON(rep); err != nil {
+					return err
+				}
+				return gerr
+			}
+			a.printGC(rep, grace)
+			return gerr
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&keepLast, "keep-last", gc.DefaultKeepLast, "keep this many of the newest versions")
+	f.DurationVar(&keepNewer, "keep-newer", 0, "also keep versions written less than this long ago (0: none)")
+	f.DurationVar(&grace, "grace", gc.DefaultGracePeriod, "never delete an unreferenced file younger than this (0: no grace; only when no writer is running)")
+	f.BoolVar(&dryRun, "dry-run", false, "report what would be expired and deleted without deleting")
+	return cmd
+}
+
+func (a *app) printGC(rep gc.Report, grace time.Duration) {
+	verb, expire := "Deleted", "expired"
+	if rep.DryRun {
+		verb, expire = "Would delete", "would expire"
+	}
+	for _, o := range rep.Recovered {
+		a.printf("recovered: %s operation %s: %s\n", o.Table, o.Operation, o.Action)
+	}
+	for _, t := range rep.Tables {
+		a.printf("%s: published %d, HEAD %d; %s %d version(s)%s; keeping %d version(s)%s\n",
+			t.Table, t.Published, t.Head, expire, len(t.Expired), versionRange(t.Expired), len(t.Retained), versionRange(t.Retained))
+		if len(t.Holds) > 0 {
+			var hs []string
+			for _, h := range t.Holds {
+				hs = append(hs, h.Kind+" "+h.ID+" at v"+uitoa(h.Version))
+			}
+			a.printf("  holds: %s (low watermark %d)\n", strings.Join(hs, ", "), t.LowWatermark)
+		} else if t.HasLow {
+			a.printf("  low watermark %d (pending recovery sidecars: %d)\n", t.LowWatermark, t.Sidecars)
+		}
+		for _, f := range t.Deleted {
+			if f.Class == gc.ExpiredVersion {
+				continue // counted in the line above
+			}
+			a.printf("  %s %s (%s, %s)\n", strings.ToLower(verb), f.Key, humanBytes(f.Bytes), f.Class)
+		}
+		a.printf("  %s %d file(s), %s; kept %s", verb, len(t.Deleted), humanBytes(t.BytesDeleted), humanBytes(t.BytesKept))
+		if n := t.Kept[gc.Young]; n > 0 {
+			a.printf(" (%d unreferenced file(s) younger than --grace %s)", n, grace)
+		}
+		if n := t.Kept[gc.Protected]; n > 0 {
+			a.printf(" (%d file(s) of pending recovery sidecars)", n)
+		}
+		a.printf("\n")
+		if len(t.Unknown) > 0 {
+			a.printf("  kept %d unrecognised object(s), e.g. %s\n", len(t.Unknown), t.Unknown[0])
+		}
+	}
+	if len(rep.TempFiles) > 0 || rep.TempKept > 0 {
+		var n int64
+		for _, f := range rep.TempFiles {
+			n += f.Bytes
+		}
+		a.printf("temp files: %s %d (%s), kept %d younger than --grace\n", strings.ToLower(verb), len(rep.TempFiles), humanBytes(n), rep.TempKept)
+	}
+	if len(rep.Tables) == 0 {
+		a.printf("No tables\n")
 	}
 }
+
+func versionRange(vs []uint64) string {
+	switch len(vs) {
+	case 0:
+		return ""
+	case 1:
+		return " (v" + uitoa(vs[0]) + ")"
+	}
+	return " (v" + uitoa(vs[0]) + "–v" + uitoa(vs[len(vs)-1]) + ")"
+}
+
+func uitoa(v uint64) string { return strconv.FormatUint(v, 10) }
