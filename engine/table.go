@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -69,8 +70,8 @@ type VersionInfo struct {
 	Aborted bool
 }
 
-// Versions lists every version still in the store, ascending (one LIST plus one GET per
-// version).
+// Versions lists every version still readable, ascending (one LIST plus one GET per
+// version number, expired ones included).
 func (t *Table) Versions(ctx context.Context) ([]VersionInfo, error) {
 	vs, err := manifest.Versions(ctx, t.db.store, t.name)
 	if err != nil {
@@ -85,6 +86,9 @@ func (t *Table) Versions(ctx context.Context) ([]VersionInfo, error) {
 	out := make([]VersionInfo, 0, len(vs))
 	for _, v := range vs {
 		m, err := manifest.Load(ctx, t.db.store, t.name, v)
+		if errors.Is(err, manifest.ErrVersionNotFound) {
+			continue // expired by GC (a tombstone), or deleted since the LIST
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -158,6 +158,11 @@ func Commit(ctx context.Context, s objstore.Store, table string, read *Manifest,
 		case errors.Is(err, objstore.ErrPreconditionFailed), errors.Is(err, objstore.ErrOutcomeUnknown):
 			// Somebody holds version N, or we may. Read it to find out whose it is.
 			winner, lerr := Load(ctx, s, table, next.Version)
+			if errors.Is(lerr, ErrVersionExpired) {
+				// Our number is below HEAD and its version is gone: we cannot check
+				// the transactions committed since our read version.
+				return nil, stats, expiredConflict(table, txn, next.Version, lerr)
+			}
 			if lerr != nil {
 				// Version N is taken (or may be), and we cannot read whose it is: it may be
 				// an earlier attempt of this transaction.
@@ -197,6 +202,9 @@ func Commit(ctx context.Context, s objstore.Store, table string, read *Manifest,
 				parent = winner
 			next:
 				winner, lerr = Load(ctx, s, table, parent.Version+1)
+				if errors.Is(lerr, ErrVersionExpired) {
+					return nil, stats, expiredConflict(table, txn, parent.Version+1, lerr)
+				}
 				if errors.Is(lerr, ErrVersionNotFound) {
 					break
 				}
@@ -252,6 +260,16 @@ func backoff(ctx context.Context, opts CommitOptions, losses int) error {
 func CatchUp(ctx context.Context, s objstore.Store, table string, m *Manifest, r GroupResolver) (*Manifest, error) {
 	for {
 		next, err := Load(ctx, s, table, m.Version+1)
+		if errors.Is(err, ErrVersionExpired) {
+			// m is older than the retained history: restart from HEAD. (Its content
+			// is HEAD's unless HEAD is a prepared version of an aborted group; then
+			// that group's member versions are read forward from the nearest retained
+			// one below, as usual.)
+			if m, err = catchUpFromHead(ctx, s, table, r); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if errors.Is(err, ErrVersionNotFound) {
 			return m, nil
 		}
@@ -268,4 +286,38 @@ func CatchUp(ctx context.Context, s objstore.Store, table string, m *Manifest, r
 			m = next
 		}
 	}
+}
+
+// expiredConflict is the retryable conflict of a transaction that reached an expired
+// version number: its read version is older than the retained history.
+func expiredConflict(table string, txn Transaction, v uint64, cause error) error {
+	return &ConflictError{Table: table, Resolution: Retryable, Ours: txn, TheirsVersion: v,
+		Reason: fmt.Sprintf("version %d was expired by garbage collection after our read version %d; reopen at HEAD (%v)", v, txn.ReadVersion, cause)}
+}
+
+// catchUpFromHead finds HEAD with one LIST and returns the newest version at or below it
+// that counts (not a prepared version of an aborted group), renumbered to HEAD when
+// aborted group versions lie above it.
+func catchUpFromHead(ctx context.Context, s objstore.Store, table string, r GroupResolver) (*Manifest, error) {
+	head, err := Head(ctx, s, table)
+	if err != nil {
+		return nil, err
+	}
+	for v := head; v > 0; v-- {
+		m, err := Load(ctx, s, table, v)
+		if err != nil {
+			return nil, err
+		}
+		aborted, err := abortedGroupMember(ctx, r, m)
+		if err != nil {
+			return nil, fmt.Errorf("table %q version %d: %w", table, m.Version, err)
+		}
+		if !aborted {
+			if v != head {
+				m = m.renumbered(head)
+			}
+			return m, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %q has no version that counts", ErrTableNotFound, table)
 }

@@ -16,7 +16,8 @@ var ErrTableNotFound = errors.New("table not found")
 var ErrVersionNotFound = errors.New("version not found")
 
 // Load reads and verifies version v of table (one GET). Errors: ErrVersionNotFound,
-// ErrCorrupt / ErrFormatTooNew (as *ObjectError naming the key), store errors.
+// ErrVersionExpired (which also matches ErrVersionNotFound), ErrCorrupt / ErrFormatTooNew
+// (as *ObjectError naming the key), store errors.
 func Load(ctx context.Context, s objstore.Store, table string, v uint64) (*Manifest, error) {
 	key := ManifestKey(table, v)
 	b, err := s.Get(ctx, key)
@@ -25,6 +26,9 @@ func Load(ctx context.Context, s objstore.Store, table string, v uint64) (*Manif
 	}
 	if err != nil {
 		return nil, &ObjectError{Table: table, Version: v, Key: key, Err: err}
+	}
+	if IsTombstone(b) {
+		return nil, decodeTombstone(table, v, key, b)
 	}
 	return DecodeManifest(table, v, key, b)
 }
@@ -65,7 +69,9 @@ func LoadHead(ctx context.Context, s objstore.Store, table string) (*Manifest, e
 	return Load(ctx, s, table, v)
 }
 
-// Versions lists every version of table still in the store, ascending.
+// Versions lists every version number of table with an object in the store, ascending.
+// Expired versions keep a tombstone and are listed too; Load reports them as
+// ErrVersionExpired.
 func Versions(ctx context.Context, s objstore.Store, table string) ([]uint64, error) {
 	objs, err := s.List(ctx, VersionsDir(table), 0)
 	if err != nil {

@@ -317,8 +317,11 @@ func (c *Catalog) publishGuarded(ctx context.Context, op string, updates []Updat
 		}
 		r, err := c.cli.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
 		if err != nil {
-			// The write may or may not have landed: decide by the goal, not the reply.
-			fresh, _, rerr := c.read(ctx, tables, 0)
+			// The write may or may not have landed: decide by the goal, not the reply,
+			// even when ctx is what ended the write.
+			rctx, cancel := decisionContext(ctx)
+			fresh, _, rerr := c.read(rctx, tables, 0)
+			cancel()
 			if rerr == nil && guard != nil {
 				switch st, gerr := c.groupState(ctx, guard.key); {
 				case gerr != nil:
@@ -361,12 +364,15 @@ func (c *Catalog) publishGuarded(ctx context.Context, op string, updates []Updat
 			break
 		}
 		if err := sleepJitter(ctx, backoff); err != nil {
-			return nil, fail(err)
+			break // out of time: decide once more below
 		}
 		backoff = min(backoff*2, backoffCap)
 	}
-	// Budget spent. One last decision on a fresh read: others may have met our goal.
-	states, _, err = c.read(ctx, tables, 0)
+	// Budget (attempts or time) spent. One last decision on a fresh read: others may have
+	// met our goal.
+	rctx, cancel := decisionContext(ctx)
+	defer cancel()
+	states, _, err = c.read(rctx, tables, 0)
 	if err != nil {
 		return nil, withOp(err, op)
 	}
@@ -376,7 +382,24 @@ func (c *Catalog) publishGuarded(ctx context.Context, op string, updates []Updat
 	if _, err := decideAll(updates, states); err != nil {
 		return nil, c.planError(op, updates, err)
 	}
+	if cerr := context.Cause(ctx); cerr != nil {
+		return nil, fail(fmt.Errorf("%w: %w", ErrContended, cerr))
+	}
 	return nil, fail(fmt.Errorf("%w after %d attempts", ErrContended, maxAttempts))
+}
+
+// decisionReadTimeout bounds the read that decides a publish whose own context ended.
+const decisionReadTimeout = 3 * time.Second
+
+// decisionContext returns ctx while it is live; once it has ended, a fresh context of
+// decisionReadTimeout, so that a publish whose deadline passed can still find out whether
+// its goal holds (the pointer already at or past its version) and report success
+// (invariant 4) instead of a false failure.
+func decisionContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx.Err() == nil {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), decisionReadTimeout)
 }
 
 // planError returns a conflict as is, and wraps other decision errors with the table.
