@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -132,4 +133,28 @@ func mustArrow(t *testing.T, m *manifest.Manifest) *arrow.Schema {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// An expired version's tombstone is a note, not a fault; an expired published version is a
+// fault.
+func TestExpiredVersionsAreNotes(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, storetest.Local(t))
+	old, err := manifest.Load(ctx, f.s, f.table, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := manifest.Expire(ctx, f.s, old); err != nil {
+		t.Fatal(err)
+	}
+	rep := f.verify(t, Options{AllVersions: true})
+	if !rep.OK() || !strings.Contains(fmt.Sprint(rep.Notes), "expired by garbage collection") {
+		t.Fatalf("faults:\n%s notes %v; want no fault and a note for version 2", faultList(rep), rep.Notes)
+	}
+	if err := manifest.Expire(ctx, f.s, f.pub); err != nil {
+		t.Fatal(err)
+	}
+	if rep := f.verify(t, Options{}); rep.OK() {
+		t.Fatal("an expired published version verified clean")
+	}
 }

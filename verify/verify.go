@@ -146,6 +146,10 @@ func (v *verifier) table(ctx context.Context, table string) error {
 			return err
 		}
 		m, err := manifest.Load(ctx, v.s, table, ver)
+		if errors.Is(err, manifest.ErrVersionExpired) && ver != target && ver != head {
+			v.rep.note(table, ver, manifest.ManifestKey(table, ver), "expired by garbage collection (tombstone)")
+			continue
+		}
 		if err != nil {
 			v.objectFault(table, ver, manifest.ManifestKey(table, ver), "manifest", err)
 			continue
