@@ -214,16 +214,12 @@ func (r *recoverer) one(ctx context.Context, key, table string) (Outcome, error)
 	if table != "" && sc.Table != table {
 		return Outcome{}, nil
 	}
-	if r.cat != nil {
-		// A live hold proves the operation runs: whatever its age, it is not ours to resolve.
-		live, err := r.cat.HoldExists(ctx, sc.Table, sc.OperationID)
-		if err != nil {
-			return out, fmt.Errorf("sidecar %s: %w", key, err)
-		}
+	// A live hold proves the operation runs: whatever its age, it is not ours to resolve.
+	if live, err := r.live(ctx, key, sc); err != nil || live {
 		if live {
 			out.Action = SkippedLive
-			return out, nil
 		}
+		return out, err
 	}
 	// A roll forward only publishes a version that landed, which is safe while its
 	// operation still runs (its own publish then finds the pointer there), so age does
@@ -259,7 +255,27 @@ func (r *recoverer) one(ctx context.Context, key, table string) (Outcome, error)
 		}
 		return out, err
 	}
+	// And look at the hold again, as late as possible before acting.
+	if live, err := r.live(ctx, key, sc); err != nil || live {
+		if live {
+			out.Action = SkippedLive
+		}
+		return out, err
+	}
 	return r.resolve(ctx, key, sc, out)
+}
+
+// live reports whether sc's operation holds a live catalog hold (false without a
+// catalog). Errors: catalog errors, naming the sidecar key.
+func (r *recoverer) live(ctx context.Context, key string, sc Sidecar) (bool, error) {
+	if r.cat == nil {
+		return false, nil
+	}
+	live, err := r.cat.HoldExists(ctx, sc.Table, sc.OperationID)
+	if err != nil {
+		return false, fmt.Errorf("sidecar %s: %w", key, err)
+	}
+	return live, nil
 }
 
 // read gets and decodes the sidecar at key; ok is false when it no longer exists.
@@ -283,8 +299,17 @@ func (r *recoverer) claim(ctx context.Context, id string) (release func(), ok bo
 	key := claimKey(id)
 	var tok [16]byte
 	_, _ = rand.Read(tok[:])
-	body, _ := json.Marshal(claim{Token: hex.EncodeToString(tok[:]), Taken: time.Now().UTC()})
-	release = func() { _ = r.s.Delete(context.WithoutCancel(ctx), key) }
+	mine := hex.EncodeToString(tok[:])
+	body, _ := json.Marshal(claim{Token: mine, Taken: time.Now().UTC()})
+	release = func() {
+		// Delete only our own claim: a slow recovery whose claim went stale and was taken
+		// over must not remove its successor's.
+		ctx := context.WithoutCancel(ctx)
+		var c claim
+		if b, err := r.s.Get(ctx, key); err == nil && json.Unmarshal(b, &c) == nil && c.Token == mine {
+			_ = r.s.Delete(ctx, key)
+		}
+	}
 	for try := 0; try < 2; try++ {
 		err := r.s.PutIfAbsent(ctx, key, body)
 		if err == nil {
@@ -364,7 +389,6 @@ func (r *recoverer) resolve(ctx context.Context, key string, sc Sidecar, out Out
 			if err != nil {
 				return out, fmt.Errorf("sidecar %s: table %q: roll forward version %d: %w", key, sc.Table, landed.Version, err)
 			}
-			out.Published = pub.prev
 			if pub.prev >= landed.Version {
 				out.Action = AlreadyPublished
 			}

@@ -92,3 +92,39 @@ func TestRecoverCrashAtEverySeam(t *testing.T) {
 		t.Fail()
 	}
 }
+
+// TestClaimReleaseKeepsSuccessorsClaim: a recovery whose stale claim was taken over does
+// not delete its successor's claim when it finishes; a fresh claim is respected and a
+// stale one is taken over.
+func TestClaimReleaseKeepsSuccessorsClaim(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.Mem(t)
+	slow := &recoverer{s: s, opts: Options{ClaimTTL: time.Millisecond}}
+	release, ok, err := slow.claim(ctx, "op")
+	if err != nil || !ok {
+		t.Fatalf("first claim: %v %v", ok, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	var next func()
+	for {
+		// A successor takes the claim over once it is older than ClaimTTL.
+		if next, ok, err = slow.claim(ctx, "op"); err != nil || ok || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil || !ok {
+		t.Fatalf("take over a stale claim: %v %v", ok, err)
+	}
+	release() // the slow one finishes late
+	if _, err := s.Head(ctx, claimKey("op")); err != nil {
+		t.Fatalf("the successor's claim was deleted: %v", err)
+	}
+	fresh := &recoverer{s: s, opts: Options{ClaimTTL: time.Hour}}
+	if _, ok, err := fresh.claim(ctx, "op"); err != nil || ok {
+		t.Fatalf("a fresh claim was not respected: %v %v", ok, err)
+	}
+	next()
+	if _, err := s.Head(ctx, claimKey("op")); err == nil {
+		t.Fatal("the successor's release left its claim")
+	}
+}
