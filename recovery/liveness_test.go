@@ -2,6 +2,8 @@ package recovery
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -292,4 +294,47 @@ func TestDeadHolderSkippedUntilLeaseExpires(t *testing.T) {
 	}
 	t.Logf("hold expired and the compaction rolled forward %s after the kill", time.Since(killed).Round(100*time.Millisecond))
 	checkRecovered(t, s, db, "t", before)
+}
+
+// TestBeforeFirstWriteErrorFailsTheWrite: a hook error fails the write (wrapped, nothing
+// committed) and the hook runs again before the next write; after a success it does not.
+func TestBeforeFirstWriteErrorFailsTheWrite(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.Mem(t)
+	makeTable(t, openDB(t, s), "t", 1, 10)
+	errHook := errors.New("hook refused")
+	var calls atomic.Int32
+	db := enginetest.OpenDB(t, s, engine.Options{BeforeFirstWrite: func(ctx context.Context, _ objstore.Store, cat *catalog.Catalog, table string) error {
+		if cat == nil || table != "t" {
+			return fmt.Errorf("hook got table %q, catalog %v", table, cat)
+		}
+		if calls.Add(1) == 1 {
+			return errHook
+		}
+		return nil
+	}})
+	head0, err := manifest.Head(ctx, s, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := db.OpenTable(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := oneRow(1)
+	defer rec.Release()
+	if _, err := tbl.AppendRecord(ctx, rec); !errors.Is(err, errHook) {
+		t.Fatalf("first append: %v, want the hook's error", err)
+	}
+	if h, err := manifest.Head(ctx, s, "t"); err != nil || h != head0 {
+		t.Fatalf("HEAD %d after a refused write, want %d: %v", h, head0, err)
+	}
+	for i := range 2 {
+		if _, err := tbl.AppendRecord(ctx, rec); err != nil {
+			t.Fatalf("append %d: %v", i+2, err)
+		}
+	}
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("hook ran %d times, want 2 (a failure, then one success)", n)
+	}
 }
