@@ -9,8 +9,9 @@
 // What is deleted, once older than the grace period: data files (<table>/data/*.arrow)
 // and abandoned attempt directories (<table>/data/<txn>/…) that no retained version
 // references, deletion vectors (<table>/_deletions/…) likewise, transaction records of
-// losing commit attempts and of expired versions (<table>/_txn/…), and a local store's
-// temp files (<root>/.shale-tmp/…). Files under a pending recovery sidecar's attempt
+// losing commit attempts, of expired versions and of writers that died before their
+// manifest put (<table>/_txn/…), a local store's temp files (<root>/.shale-tmp/…), and
+// precondition-probe objects of a process that died opening the store (_probe/…). Files under a pending recovery sidecar's attempt
 // prefixes are never touched (recovery owns them); Run first resolves stale sidecars
 // with recovery.Recover, which collects their outputs. Sidecars and recovery claims are
 // not GC's. Keys GC does not recognise are kept and reported.

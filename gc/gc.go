@@ -69,6 +69,9 @@ type Report struct {
 	TempFiles []File `json:"temp_files,omitempty"`
 	// TempKept counts temp files kept (younger than the grace period).
 	TempKept int `json:"temp_kept,omitempty"`
+	// StoreFiles are store-wide leftovers deleted: precondition-probe objects
+	// (objstore.ProbeKeyPrefix) of a process that died while opening the store.
+	StoreFiles []File `json:"store_files,omitempty"`
 }
 
 // ErrGC wraps every error Run returns about one table (errors.Is(err, ErrGC)); the
@@ -116,6 +119,9 @@ func RunWithRecover(ctx context.Context, s objstore.Store, cat *catalog.Catalog,
 		}
 	}
 	if err := collectTemp(ctx, s, p, &rep); err != nil {
+		return rep, fmt.Errorf("%w: %w", ErrGC, err)
+	}
+	if err := collectProbes(ctx, s, p, &rep); err != nil {
 		return rep, fmt.Errorf("%w: %w", ErrGC, err)
 	}
 	if err := seamBeforeDone.Inject(ctx); err != nil {
@@ -391,6 +397,28 @@ func (g *collector) sidecars(ctx context.Context) ([]recovery.Sidecar, error) {
 		}
 	}
 	return out, nil
+}
+
+// collectProbes deletes precondition-probe objects (objstore.ProbeKeyPrefix) older than
+// the grace period: a probe deletes its objects, unless its process died first.
+func collectProbes(ctx context.Context, s objstore.Store, p Policy, rep *Report) error {
+	objs, err := s.List(ctx, objstore.ProbeKeyPrefix, 0)
+	if err != nil {
+		return fmt.Errorf("list %s: %w", objstore.ProbeKeyPrefix, err)
+	}
+	cutoff := time.Now().Add(-p.GracePeriod)
+	for _, o := range objs {
+		if o.ModTime.After(cutoff) {
+			continue
+		}
+		if !p.DryRun {
+			if err := s.Delete(ctx, o.Key); err != nil {
+				return fmt.Errorf("delete probe object %s: %w", o.Key, err)
+			}
+		}
+		rep.StoreFiles = append(rep.StoreFiles, File{Key: o.Key, Bytes: o.Size, Class: Garbage})
+	}
+	return nil
 }
 
 // rooted is implemented by the local store (objstore's file:// store).

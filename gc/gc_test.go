@@ -41,14 +41,18 @@ func history(t *testing.T, db *engine.DB) *engine.Table {
 
 // garbage plants the shapes a crashed writer leaves behind, modified d ago, and returns
 // their keys: a killed import's data file, an abandoned compaction attempt's directory,
-// an unreferenced deletion vector, a losing commit's transaction record, a local temp file.
+// an unreferenced deletion vector, a losing commit's transaction record, the record of
+// a writer that died before its manifest put (above HEAD), a local temp file, and a
+// precondition probe's object.
 func garbage(t *testing.T, s objstore.Store, tag string, d time.Duration) []string {
 	keys := []string{
 		"t/data/" + tag + "KILLEDIMPORT.arrow",
 		"t/data/" + tag + "ABANDONEDTXN/0.arrow",
 		"t/_deletions/0-3-" + tag + "dead.dv",
 		fmt.Sprintf("t/_txn/4-%sLOSER.txn", tag),
+		fmt.Sprintf("t/_txn/99-%sDEADWRITER.txn", tag),
 		objstore.TempDir + "/w-" + tag + "crashed",
+		objstore.ProbeKeyPrefix + tag + "-deadprobe",
 	}
 	for i, k := range keys {
 		plant(t, s, k, 100+i, d)
@@ -97,7 +101,7 @@ func TestRunExpiresAndCollects(t *testing.T) {
 	for _, f := range tr.Deleted {
 		deleted[f.Key] = true
 	}
-	for _, f := range rep.TempFiles {
+	for _, f := range append(rep.TempFiles, rep.StoreFiles...) {
 		deleted[f.Key] = true
 	}
 	for _, k := range olds {
@@ -111,7 +115,7 @@ func TestRunExpiresAndCollects(t *testing.T) {
 		}
 	}
 	var tempBytes int64
-	for _, f := range rep.TempFiles {
+	for _, f := range append(rep.TempFiles, rep.StoreFiles...) {
 		tempBytes += f.Bytes
 	}
 	if got, want := sum(diskBefore)-sum(diskFiles(t, s)), tr.BytesDeleted+tempBytes; got != want {
@@ -130,7 +134,7 @@ func TestRunExpiresAndCollects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(rep.Tables[0].Deleted) + len(rep.TempFiles); n != len(youngs) || len(rep.Tables[0].Expired) != 0 {
+	if n := len(rep.Tables[0].Deleted) + len(rep.TempFiles) + len(rep.StoreFiles); n != len(youngs) || len(rep.Tables[0].Expired) != 0 {
 		t.Fatalf("second run: deleted %v temp %v expired %v, want the %d formerly young files",
 			rep.Tables[0].Deleted, rep.TempFiles, rep.Tables[0].Expired, len(youngs))
 	}
@@ -252,10 +256,11 @@ func TestBareStore(t *testing.T) {
 	checkDiskIsNeeded(t, s, nil, "t")
 }
 
-// youngTemp sums the local temp files' bytes.
+// youngTemp sums the bytes of the store-wide files GC collects by age (local temp files,
+// probe objects): after a run, only young ones are left.
 func youngTemp(t *testing.T, s objstore.Store) (n int64) {
 	for k, size := range diskFiles(t, s) {
-		if strings.HasPrefix(k, objstore.TempDir+"/") {
+		if strings.HasPrefix(k, objstore.TempDir+"/") || strings.HasPrefix(k, objstore.ProbeKeyPrefix) {
 			n += size
 		}
 	}

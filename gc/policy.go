@@ -126,7 +126,7 @@ const (
 	Referenced     Class = "referenced" // named by a retained version (or needed by a live hold)
 	Protected      Class = "protected"  // under a pending recovery sidecar's attempt prefix: recovery owns it
 	Young          Class = "young"      // unreferenced, but modified within the grace period (or after a live hold started)
-	InFlight       Class = "in-flight"  // a transaction record above HEAD: a commit in progress
+	InFlight       Class = "in-flight"  // a transaction record above HEAD within the grace period: a commit in progress
 	Unknown        Class = "unknown"    // a shape GC does not recognise: never deleted
 	Garbage        Class = "garbage"    // delete
 	ExpiredVersion Class = "expired"    // an expired version's manifest or transaction record (deleted first)
@@ -168,12 +168,15 @@ func Classify(table string, key string, mod time.Time, r *Refs) Class {
 			return Unknown
 		case r.Txns[v] == key:
 			return Referenced
-		case v > r.Head:
+		case v > r.Head && young:
 			return InFlight
 		case young:
 			return Young
 		}
-		return Garbage // a losing attempt, or the record of an expired version
+		// A losing attempt, the record of an expired version, or one above HEAD older
+		// than the grace period (a commit rewrites its record on every attempt, so an
+		// old one above HEAD belongs to a writer that died before its manifest put).
+		return Garbage
 	case strings.HasPrefix(rest, "data/"), strings.HasPrefix(rest, "_deletions/"):
 		switch {
 		case r.Files[key]:

@@ -126,6 +126,9 @@ func (a *app) printGC(rep gc.Report, grace time.Duration) {
 		}
 		a.printf("temp files: %s %d (%s), kept %d younger than --grace\n", strings.ToLower(verb), len(rep.TempFiles), humanBytes(n), rep.TempKept)
 	}
+	for _, f := range rep.StoreFiles {
+		a.printf("%s %s (%s: a probe object left by a process that died opening the store)\n", strings.ToLower(verb), f.Key, humanBytes(f.Bytes))
+	}
 	if len(rep.Tables) == 0 {
 		a.printf("No tables\n")
 	}
