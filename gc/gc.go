@@ -399,6 +399,9 @@ func (g *collector) sidecars(ctx context.Context) ([]recovery.Sidecar, error) {
 	return out, nil
 }
 
+// probeMinAge is the least age of a probe object GC deletes, whatever the grace period.
+const probeMinAge = 10 * time.Minute
+
 // collectProbes deletes precondition-probe objects (objstore.ProbeKeyPrefix) older than
 // the grace period: a probe deletes its objects, unless its process died first.
 func collectProbes(ctx context.Context, s objstore.Store, p Policy, rep *Report) error {
@@ -406,7 +409,9 @@ func collectProbes(ctx context.Context, s objstore.Store, p Policy, rep *Report)
 	if err != nil {
 		return fmt.Errorf("list %s: %w", objstore.ProbeKeyPrefix, err)
 	}
-	cutoff := time.Now().Add(-p.GracePeriod)
+	// A probe takes milliseconds; deleting one mid-probe would make its Open report that
+	// the store ignores preconditions, so even "no grace" waits probeMinAge.
+	cutoff := time.Now().Add(-max(p.GracePeriod, probeMinAge))
 	for _, o := range objs {
 		if o.ModTime.After(cutoff) {
 			continue
