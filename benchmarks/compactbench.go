@@ -6,6 +6,7 @@ import (
 	"io"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -179,6 +180,11 @@ func runCompact(ctx context.Context, e *env, ds *Dataset, cfg Config, log io.Wri
 	mk := func(name string) *Sample { return &Sample{Name: name, Rows: ds.Rows, Bytes: ds.Bytes} }
 	engS, eng1S, baseS, base1S := mk(CompactEngine), mk(CompactEngineSerial), mk(CompactScanWrite), mk(CompactScanWrite1)
 	var stats compaction.Stats
+	// phases[s] are per-repetition splits of a compaction's wall time, taken with its hooks:
+	// [0] start → BeforeFirstWrite (read the published version, hold, plan), [1] →
+	// BeforeCommit (sidecar and rewrite: every new data file stored), [2] → return
+	// (commit, publish, sidecar delete, hold release).
+	phases := map[*Sample][3][]time.Duration{}
 	counted := func(s *Sample, step func() error) (Took, error) {
 		before, kvBefore := e.storeRequests(), e.etcdRequests()
 		d, err := timeStep(step)
@@ -197,10 +203,19 @@ func runCompact(ctx context.Context, e *env, ds *Dataset, cfg Config, log io.Wri
 			runtime.GC() // the build's garbage is not the compaction's
 			ex := recovery.Enable(compaction.New(e.db))
 			ex.Write = wopts
+			var t0, tWrite, tCommit time.Time
+			ex.Hooks.BeforeFirstWrite = func(context.Context, *compaction.Plan) error { tWrite = time.Now(); return nil }
+			ex.Hooks.BeforeCommit = func(context.Context, *compaction.Plan) error { tCommit = time.Now(); return nil }
 			var st compaction.Stats
 			d, err := counted(s, func() error {
 				var err error
+				t0 = time.Now()
 				st, err = ex.Run(ctx, name, compaction.Options{TargetRows: target, Parallelism: par})
+				if err == nil {
+					ph := phases[s]
+					ph[0], ph[1], ph[2] = append(ph[0], tWrite.Sub(t0)), append(ph[1], tCommit.Sub(tWrite)), append(ph[2], time.Since(tCommit))
+					phases[s] = ph
+				}
 				return err
 			})
 			if err != nil {
@@ -254,5 +269,11 @@ func runCompact(ctx context.Context, e *env, ds *Dataset, cfg Config, log io.Wri
 		"Last compaction: %d groups, %.1f MB of data files read, %.1f MB written. MB/s is the table's in-memory Arrow MB (10^6 bytes) per second, so MB/s ratios equal time ratios.",
 		group(ds.Rows), nfrag, group(int64(cfg.CompactFragmentRows)), group(int64(cfg.CompactFragmentRows)), nfrag, group(int64(min(cfg.BatchRows, cfg.CompactFragmentRows))),
 		group(target), group(target), wantFiles, stats.Groups, float64(stats.BytesRead)/1e6, float64(stats.BytesWritten)/1e6))
+	for _, s := range []*Sample{engS, eng1S} {
+		ph := phases[s]
+		res.Notes = append(res.Notes, fmt.Sprintf("%s, wall time by phase (medians; from its Hooks): read the published version, take the hold and plan %s; "+
+			"sidecar and rewrite (every new data file stored) %s; commit, publish, sidecar delete and hold release %s.",
+			s.Name, ms(median(ph[0])), ms(median(ph[1])), ms(median(ph[2]))))
+	}
 	return res, nil
 }

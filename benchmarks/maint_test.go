@@ -116,7 +116,7 @@ func TestRunCompactRecoverTiny(t *testing.T) {
 				t.Errorf("checks %q, want the compaction ratio and the empty recover", names)
 			}
 			md := rep.Markdown()
-			for _, want := range []string{"### Compaction", "### Recover", CompactEngine, CompactScanWrite, "recovery.Recover", "recover with no pending sidecar"} {
+			for _, want := range []string{"### Compaction", "### Recover", CompactEngine, CompactScanWrite, "wall time by phase", "recovery.Recover", "recover with no pending sidecar"} {
 				if !strings.Contains(md, want) {
 					t.Errorf("Markdown lacks %q:\n%s", want, md)
 				}
