@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
 )
@@ -38,8 +37,9 @@ type Pin struct {
 // meanwhile. (Pin re-checks V; if V expired between the Checkout and the Pin, Pin fails
 // with manifest.ErrVersionNotFound and holds nothing.)
 //
-// Errors: ErrNoCatalog; manifest.ErrVersionNotFound (as *manifest.ObjectError naming the
-// manifest key) when the version has expired; catalog errors.
+// Errors: ErrNoCatalog; manifest.ErrVersionNotFound / manifest.ErrVersionExpired (as
+// *manifest.ObjectError naming the manifest key) when the version is gone; catalog and
+// store errors.
 func (t *Table) Pin(ctx context.Context) (*Pin, error) {
 	if t.db.cat == nil {
 		return nil, fmt.Errorf("table %q: pin version %d: %w", t.name, t.Version(), ErrNoCatalog)
@@ -50,13 +50,10 @@ func (t *Table) Pin(ctx context.Context) (*Pin, error) {
 	if err != nil {
 		return nil, fmt.Errorf("table %q: pin version %d: %w", t.name, v, err)
 	}
-	key := manifest.ManifestKey(t.name, v)
-	if _, err := t.db.store.Head(ctx, key); err != nil {
+	// Expired versions keep a tombstone under their key, so read it (one GET).
+	if _, err := manifest.Load(ctx, t.db.store, t.name, v); err != nil {
 		_ = h.Release(context.WithoutCancel(ctx))
-		if errors.Is(err, objstore.ErrNotFound) {
-			err = manifest.ErrVersionNotFound
-		}
-		return nil, &manifest.ObjectError{Table: t.name, Version: v, Key: key, Err: fmt.Errorf("pin: %w", err)}
+		return nil, fmt.Errorf("table %q: pin version %d: %w", t.name, v, err)
 	}
 	return &Pin{h: h, table: t.name, v: v}, nil
 }

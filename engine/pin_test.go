@@ -51,11 +51,11 @@ func TestPin(t *testing.T) {
 		t.Fatalf("hold after release: %v %v", ok, err)
 	}
 
-	// Expire version 2 by hand: pinning it now fails and holds nothing.
-	if err := db.Store().Delete(ctx, manifest.ManifestKey("pinned", 2)); err != nil {
+	// Expire version 2 (a tombstone, as GC does): pinning it now fails and holds nothing.
+	if err := manifest.Expire(ctx, db.Store(), old.Manifest()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := old.Pin(ctx); !errors.Is(err, manifest.ErrVersionNotFound) {
+	if _, err := old.Pin(ctx); !errors.Is(err, manifest.ErrVersionExpired) {
 		t.Fatalf("pin of an expired version: %v", err)
 	}
 	if holds, err := db.Catalog().Holds(ctx, "pinned"); err != nil || len(holds) != 0 {

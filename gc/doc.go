@@ -22,7 +22,9 @@
 //  2. read the published pointer, then the live holds (in that order: an operation that
 //     acquires its hold after GC read the holds reads a version at or above the pointer
 //     GC read, which GC keeps), the pending sidecars, and every version's manifest;
-//  3. delete expired manifests oldest first, each followed by its transaction record;
+//  3. expire versions oldest first: replace the manifest by a tombstone (manifest.Expire;
+//     tombstones stay, so a version number is never reused), then delete its transaction
+//     record;
 //  4. re-read the holds and HEAD: files of an expired version that a hold taken
 //     meanwhile needs, and of versions committed meanwhile, are kept;
 //  5. delete unreferenced files older than the grace period (or than the oldest live

@@ -50,8 +50,11 @@ type TableReport struct {
 	Sidecars     int            `json:"pending_sidecars,omitempty"` // pending sidecars left after recovery
 	Retained     []uint64       `json:"retained"`
 	Expired      []uint64       `json:"expired"`
-	Deleted      []File         `json:"deleted"`
-	BytesDeleted int64          `json:"bytes_deleted"`
+	// ExpiredManifestBytes is the size of the expired versions' manifests, each now
+	// replaced by a tombstone of about 60 bytes.
+	ExpiredManifestBytes int64  `json:"expired_manifest_bytes"`
+	Deleted              []File `json:"deleted"`
+	BytesDeleted         int64  `json:"bytes_deleted"`
 	// Kept counts the objects kept under the table prefix by class, KeptBytes their bytes.
 	Kept      map[Class]int   `json:"kept"`
 	KeptBytes map[Class]int64 `json:"kept_bytes"`
@@ -220,24 +223,25 @@ func (g *collector) run(ctx context.Context) (TableReport, error) {
 		return g.rep, err
 	}
 
-	// Expire manifests, oldest first, each followed by its transaction record.
+	// Expire versions, oldest first: the manifest becomes a tombstone (manifest.Expire:
+	// a deleted manifest would reopen its version number to a stale writer's
+	// put-if-absent), then the transaction record is deleted.
 	sizes, err := g.sizes(ctx, manifest.VersionsDir(g.table), manifest.TxnDir(g.table))
 	if err != nil {
 		return g.rep, err
 	}
 	for _, v := range expired {
 		m := mans[v]
-		for _, k := range []string{m.Key(), m.TxnKey} {
-			if size, ok := sizes[k]; ok {
-				g.deleted(objstore.ObjectInfo{Key: k, Size: size}, ExpiredVersion)
-			}
+		g.rep.ExpiredManifestBytes += sizes[m.Key()]
+		if size, ok := sizes[m.TxnKey]; ok {
+			g.deleted(objstore.ObjectInfo{Key: m.TxnKey, Size: size}, ExpiredVersion)
 		}
 	}
 	if !g.p.DryRun {
 		for _, v := range expired {
 			m := mans[v]
-			if err := g.s.Delete(ctx, m.Key()); err != nil {
-				return g.rep, &manifest.ObjectError{Table: g.table, Version: v, Key: m.Key(), Err: fmt.Errorf("expire: %w", err)}
+			if err := manifest.Expire(ctx, g.s, m); err != nil {
+				return g.rep, err
 			}
 			if m.TxnKey != "" {
 				if err := g.s.Delete(ctx, m.TxnKey); err != nil {
@@ -304,11 +308,6 @@ func (g *collector) run(ctx context.Context) (TableReport, error) {
 	}
 	for _, o := range objs {
 		c := Classify(g.table, o.Key, o.ModTime, refs)
-		if g.p.DryRun && c == ManifestObj {
-			if v, err := manifest.ParseManifestKey(g.table, o.Key); err == nil && v < floor {
-				continue // would be expired (listed in Expired)
-			}
-		}
 		if g.p.DryRun && c == Garbage && expiredTxn[o.Key] {
 			continue // counted with its version
 		}

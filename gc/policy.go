@@ -129,8 +129,8 @@ const (
 	InFlight       Class = "in-flight"  // a transaction record above HEAD within the grace period: a commit in progress
 	Unknown        Class = "unknown"    // a shape GC does not recognise: never deleted
 	Garbage        Class = "garbage"    // delete
-	ExpiredVersion Class = "expired"    // an expired version's manifest or transaction record (deleted first)
-	ManifestObj    Class = "manifest"   // a retained version's manifest (expired ones are deleted before)
+	ExpiredVersion Class = "expired"    // an expired version's transaction record (deleted with its version)
+	ManifestObj    Class = "manifest"   // a manifest or an expired version's tombstone (never deleted)
 )
 
 // Refs is what the retained versions reference, and what else protects files.

@@ -101,13 +101,19 @@ func (a *app) printGC(rep gc.Report, grace time.Duration) {
 		} else if t.HasLow {
 			a.printf("  low watermark %d (pending recovery sidecars: %d)\n", t.LowWatermark, t.Sidecars)
 		}
+		records := 0
 		for _, f := range t.Deleted {
 			if f.Class == gc.ExpiredVersion {
-				continue // counted in the line above
+				records++ // summarised below
+				continue
 			}
 			a.printf("  %s %s (%s, %s)\n", strings.ToLower(verb), f.Key, humanBytes(f.Bytes), f.Class)
 		}
-		a.printf("  %s %d file(s), %s; kept %s", verb, len(t.Deleted), humanBytes(t.BytesDeleted), humanBytes(t.BytesKept))
+		a.printf("  %s %d file(s), %s", verb, len(t.Deleted), humanBytes(t.BytesDeleted))
+		if records > 0 {
+			a.printf(" (%d of them expired versions' transaction records; their manifests, %s, became tombstones)", records, humanBytes(t.ExpiredManifestBytes))
+		}
+		a.printf("; kept %s", humanBytes(t.BytesKept))
 		if n := t.Kept[gc.Young]; n > 0 {
 			a.printf(" (%d unreferenced file(s) younger than --grace %s)", n, grace)
 		}
