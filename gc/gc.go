@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -187,10 +188,18 @@ func (g *collector) run(ctx context.Context) (TableReport, error) {
 	}
 	mans := make(map[uint64]*manifest.Manifest, len(versions))
 	stamps := make([]Stamp, 0, len(versions))
-	for _, v := range versions {
+	// Newest first, stopping at the first tombstone: versions expire oldest first and
+	// the retained ones are a suffix, so everything below a tombstone is expired too (one
+	// GET per retained version, not per version ever committed). A version deleted
+	// outright (by hand, or by a concurrent GC's Load race) is skipped.
+	for i := len(versions) - 1; i >= 0; i-- {
+		v := versions[i]
 		m, err := manifest.Load(ctx, g.s, g.table, v)
+		if errors.Is(err, manifest.ErrVersionExpired) {
+			break
+		}
 		if errors.Is(err, manifest.ErrVersionNotFound) {
-			continue // expired by a concurrent GC
+			continue
 		}
 		if err != nil {
 			return g.rep, err
@@ -198,6 +207,7 @@ func (g *collector) run(ctx context.Context) (TableReport, error) {
 		mans[v] = m
 		stamps = append(stamps, Stamp{Version: v, Timestamp: m.Txn.Timestamp})
 	}
+	slices.Reverse(stamps)
 	if len(stamps) == 0 {
 		return g.rep, nil
 	}

@@ -139,9 +139,15 @@ func TestRunExpiresAndCollects(t *testing.T) {
 
 	// Once the young files are past the grace period, they go too.
 	age(t, s, 2*time.Hour)
+	reqs := s.Counters().Snapshot()
 	rep, err = Run(ctx, s, db.Catalog(), "", Policy{KeepLast: 3})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// It reads the 3 retained manifests, the newest tombstone, and looks past HEAD
+	// once: not the 8 expired versions again.
+	if gets := s.Counters().Snapshot().Sub(reqs).ByOp[objstore.OpGet]; gets != 5 {
+		t.Fatalf("second run made %d GETs, want 5", gets)
 	}
 	if n := len(rep.Tables[0].Deleted) + len(rep.TempFiles) + len(rep.StoreFiles); n != len(youngs) || len(rep.Tables[0].Expired) != 0 {
 		t.Fatalf("second run: deleted %v temp %v expired %v, want the %d formerly young files",
