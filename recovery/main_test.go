@@ -35,7 +35,8 @@ func TestMain(m *testing.M) {
 
 // child compacts TABLE in the store at STORE_URL with sidecars on (SHALE_FAILPOINTS,
 // read by internal/failpoint at start-up, decides where it dies), or with
-// CHILD_MODE=recover runs Recover on TABLE instead.
+// CHILD_MODE=recover runs Recover on TABLE instead, or with CHILD_MODE=write appends one
+// row (id 999999) to TABLE through recovery.Hook.
 func child() error {
 	ctx := context.Background()
 	s, err := objstore.Open(ctx, os.Getenv("STORE_URL"), objstore.Options{})
@@ -48,8 +49,19 @@ func child() error {
 		return err
 	}
 	defer cli.Close()
-	db, err := engine.Open(ctx, s, engine.Options{Etcd: cli.Etcd()})
+	db, err := engine.Open(ctx, s, engine.Options{Etcd: cli.Etcd(), BeforeFirstWrite: Hook(Options{})})
 	if err != nil {
+		return err
+	}
+	if os.Getenv("CHILD_MODE") == "write" {
+		// One appended row through the roll-forward hook.
+		tbl, err := db.OpenTable(ctx, os.Getenv("TABLE"))
+		if err != nil {
+			return err
+		}
+		rec := oneRow(999999)
+		defer rec.Release()
+		_, err = tbl.AppendRecord(ctx, rec)
 		return err
 	}
 	if os.Getenv("CHILD_MODE") == "recover" {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/internal/storetest"
 	"github.com/shale-db/shale/manifest"
 )
@@ -127,4 +128,105 @@ func TestClaimReleaseKeepsSuccessorsClaim(t *testing.T) {
 	if _, err := s.Head(ctx, claimKey("op")); err == nil {
 		t.Fatal("the successor's release left its claim")
 	}
+}
+
+// TestWriterKilledInRollForward: a writer whose first-write hook (RollForward) is
+// SIGKILLed at each recovery seam, after a compaction died between commit and publish,
+// does not block the next writer: that one's hook skips the dead claim (or finds nothing
+// left), its append commits and publishes on top of the compaction; Recover then clears
+// what is left, and the table holds the pre-compaction rows plus the one append.
+func TestWriterKilledInRollForward(t *testing.T) {
+	seams := []string{"recovery.after_claim", "recovery.after_publish", "recovery.before_sidecar_delete"}
+	t.Logf("roll-forward hook crash seams (%d): %s", len(seams), strings.Join(seams, ", "))
+	ran := 0
+	for _, seam := range seams {
+		t.Run(seam, func(t *testing.T) {
+			ctx := context.Background()
+			s := storetest.Local(t)
+			db := openDB(t, s)
+			const table = "t"
+			makeTable(t, db, table, 6, 50)
+			want := append(rowsOf(t, db, table), "999999|x")
+			if !runChild(t, s, table, "compaction.before_publish") {
+				t.Fatal("compaction was not killed")
+			}
+			expireHolds(t, db, table)
+			compacted, err := manifest.Head(ctx, s, table)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !runChild(t, s, table, seam, "CHILD_MODE=write") {
+				t.Fatalf("writer was not killed at %s", seam)
+			}
+			if h, err := manifest.Head(ctx, s, table); err != nil || h != compacted {
+				t.Fatalf("HEAD %d after the killed writer, want %d (it died before its commit): %v", h, compacted, err)
+			}
+			if runChild(t, s, table, "", "CHILD_MODE=write") {
+				t.Fatal("the second writer was killed")
+			}
+			head, err := manifest.LoadHead(ctx, s, table)
+			if err != nil || head.Version != compacted+1 || head.Txn.Op.Kind != manifest.OpAppend {
+				t.Fatalf("HEAD after the second writer: %v, want the append at %d", err, compacted+1)
+			}
+			rep, err := Recover(ctx, s, db.Catalog(), table, Options{MinAge: -1, ClaimTTL: time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range rep.Outcomes {
+				if o.Action != AlreadyPublished {
+					t.Fatalf("recover: %+v, want nothing or %s", rep, AlreadyPublished)
+				}
+			}
+			// The killed writer had stored its data file before its commit (where the hook
+			// runs): an abandoned file for GC, the only unreferenced one. Remove it as GC
+			// would, then check the rest.
+			orphans := unreferenced(t, s, table)
+			if len(orphans) != 1 || strings.Count(strings.TrimPrefix(orphans[0], manifest.DataDir(table)+"/"), "/") != 0 {
+				t.Fatalf("unreferenced data files %v, want the killed writer's one", orphans)
+			}
+			if err := s.Delete(ctx, orphans[0]); err != nil {
+				t.Fatal(err)
+			}
+			checkRecovered(t, s, db, table, want)
+			t.Logf("%s: then recover %+v", seam, rep.Outcomes)
+			ran++
+		})
+	}
+	t.Logf("roll-forward hook crash seams run: %d of %d", ran, len(seams))
+	if ran != len(seams) {
+		t.Fail()
+	}
+}
+
+// unreferenced lists table's data files that no version references.
+func unreferenced(t *testing.T, s objstore.Store, table string) []string {
+	t.Helper()
+	ctx := context.Background()
+	head, err := manifest.Head(ctx, s, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs := map[string]bool{}
+	for v := uint64(1); v <= head; v++ {
+		m, err := manifest.Load(ctx, s, table, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range m.Fragments {
+			for _, df := range f.Files {
+				refs[df.Key] = true
+			}
+		}
+	}
+	files, err := s.List(ctx, manifest.DataDir(table)+"/", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, o := range files {
+		if !refs[o.Key] {
+			out = append(out, o.Key)
+		}
+	}
+	return out
 }
