@@ -157,8 +157,8 @@ func runRecover(ctx context.Context, e *env, cfg Config, log io.Writer) (*Recove
 	res.Notes = append(res.Notes, fmt.Sprintf("Each repetition first leaves the sidecars of interrupted compactions in the store (untimed): of every %d, %d committed and stopped "+
 		"at the compaction.after_commit failpoint before publishing (roll forward; one small table each), the others stored their sidecar and new data file and "+
 		"failed before their commit (roll back; all on one small table). Tables: %d fragments of %s rows, compacted into one data file. Then one timed "+
-		"recovery.Recover(ctx, store, catalog, \"\", Options{MinAge: -1}) resolves every sidecar (MinAge -1 because the sidecars are seconds old; the default "+
-		"10 min adds one HEAD per sidecar). Each run checks the outcomes and that nothing is left under %s.",
+		"recovery.Recover(ctx, store, catalog, \"\", Options{MinAge: -1}) resolves every sidecar (MinAge -1 because the sidecars are seconds old and the "+
+		"default MinAge would skip them as young; a positive MinAge adds one HEAD per sidecar). Each run checks the outcomes and that nothing is left under %s.",
 		cfg.RecoverForwardEvery, 1, cfg.RecoverFragments, group(int64(cfg.RecoverFragmentRows)), recovery.Dir))
 	return res, nil
 }
