@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,6 +38,24 @@ func TestRepairCLI(t *testing.T) {
 	if out := e.ok("repair", logical); !strings.Contains(out, "append") || !strings.Contains(out, "logical") ||
 		!strings.Contains(out, "1 unpublished") || !strings.Contains(out, "--force --confirm") {
 		t.Fatalf("preview:\n%s", out)
+	}
+	var plans []struct {
+		Table    string `json:"table"`
+		Decision string `json:"decision"`
+		Target   uint64 `json:"target"`
+		Versions []struct {
+			Version uint64 `json:"version"`
+			Kind    string `json:"kind"`
+			Class   string `json:"class"`
+		} `json:"versions"`
+		Repaired bool `json:"repaired"`
+	}
+	if err := json.Unmarshal([]byte(e.ok("repair", logical, "--json")), &plans); err != nil {
+		t.Fatal(err)
+	}
+	if len(plans) != 1 || plans[0].Decision != "needs-force" || plans[0].Target != 3 || plans[0].Repaired ||
+		len(plans[0].Versions) != 1 || plans[0].Versions[0].Class != "logical" || plans[0].Versions[0].Kind != "append" {
+		t.Fatalf("preview --json: %+v", plans)
 	}
 	e.fails(1, []string{logical, "logical drift", "append"}, "repair", logical, "--confirm")
 	if got := e.ok("query", logical, "--format", "csv"); got != before {
