@@ -3,7 +3,10 @@
 // it may commit and the data-file prefix of each attempt before it writes anything
 // (Phase A), and removes it after the publish (Phase D). Recover resolves the sidecars a
 // crashed or failed operation left: it rolls forward (publishes) a transaction that
-// landed, or deletes the files of attempts that never landed, and then the sidecar.
+// landed, or deletes the files of attempts that never landed, and then the sidecar. A
+// running operation holds a catalog hold named by its operation id; Recover leaves its
+// sidecar alone (SkippedLive). RollForward, the roll-forward half alone, runs before a
+// DB's first write to a table when Hook is set as engine.Options.BeforeFirstWrite.
 //
 // The import direction is recovery → compaction: compaction defines the Sidecars
 // interface and the Intent it records; Sidecars here implements it.
