@@ -55,6 +55,12 @@ type Options struct {
 	// that write and the hook runs again before the next one; concurrent first writes
 	// wait for one run. recovery.Hook rolls forward crashed maintenance here.
 	BeforeFirstWrite func(ctx context.Context, store objstore.Store, cat *catalog.Catalog, table string) error
+	// WriteHoldAfter: a write (Append, Overwrite, Delete, Update) still running after this
+	// long takes a catalog hold so garbage collection cannot delete its not yet committed
+	// files, however short GC's grace period (default DefaultWriteHoldAfter; negative:
+	// never). Multi-table writes prepared with PrepareAppend/PrepareDelete are protected by
+	// the grace period only.
+	WriteHoldAfter time.Duration
 }
 
 // DB is a set of tables in one store.

@@ -48,6 +48,7 @@ func (t *Table) Update(ctx context.Context, set map[string]string, where string)
 	if t.readOnly {
 		return CommitResult{}, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
 	}
+	defer t.holdWhileWriting(ctx)()
 	if where == "" {
 		return CommitResult{}, fmt.Errorf("table %q: update needs a WHERE expression (use \"true\" to update every row)", t.name)
 	}

@@ -145,6 +145,7 @@ func (t *Table) Append(ctx context.Context, rdr array.RecordReader) (CommitResul
 	if t.readOnly {
 		return CommitResult{}, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
 	}
+	defer t.holdWhileWriting(ctx)()
 	frags, rows, err := t.writeFragments(ctx, rdr, t.Schema(), t.m.Schema.FieldIDs)
 	if err != nil {
 		return CommitResult{}, err
@@ -173,6 +174,7 @@ func (t *Table) Overwrite(ctx context.Context, rdr array.RecordReader) (CommitRe
 	if t.readOnly {
 		return CommitResult{}, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
 	}
+	defer t.holdWhileWriting(ctx)()
 	schema := rdr.Schema()
 	old := t.Schema()
 	ids := make([]int32, schema.NumFields())
@@ -208,6 +210,7 @@ func (t *Table) Delete(ctx context.Context, where string) (CommitResult, error) 
 	if t.readOnly {
 		return CommitResult{}, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
 	}
+	defer t.holdWhileWriting(ctx)()
 	if where == "" {
 		return CommitResult{}, fmt.Errorf("table %q: delete needs a WHERE expression (use \"true\" to delete every row)", t.name)
 	}

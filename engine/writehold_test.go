@@ -1,0 +1,66 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/shale-db/shale/internal/failpoint"
+)
+
+// TestLongWriteTakesHold: a write still running after WriteHoldAfter holds its read
+// version, backdated to its start, until it ends; a write that ends sooner takes none.
+func TestLongWriteTakesHold(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, "")
+	db.opts.WriteHoldAfter = time.Millisecond
+	tbl, err := db.CreateTable(ctx, "long", kvSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRange(t, tbl, 0, 10)
+	read := tbl.Version()
+	start := time.Now()
+	seen := make(chan string, 1)
+	off := failpoint.Enable("engine.before_publish", failpoint.Call(func(ctx context.Context) error {
+		// The write is committed but not yet published: its hold must be live by now
+		// (taken 1 ms after the write began), so wait for it with a deadline.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			hs, err := db.Catalog().Holds(ctx, "long")
+			if err != nil {
+				return err
+			}
+			if len(hs) == 1 {
+				h := hs[0]
+				if h.Kind != HoldKindWrite || h.Version != read || h.Started.After(start.Add(time.Second)) || h.Started.Before(start.Add(-time.Second)) {
+					seen <- "bad hold"
+					t.Errorf("hold %+v: want kind %q at read version %d started at %v", h, HoldKindWrite, read, start)
+				} else {
+					seen <- h.ID
+				}
+				return nil
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("no write hold 10 s into a write with WriteHoldAfter 1 ms (holds %+v)", hs)
+				seen <- "none"
+				return nil
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}).Once())
+	defer off()
+	appendRange(t, tbl, 10, 20)
+	off()
+	id := <-seen
+	if ok, err := db.Catalog().HoldExists(ctx, "long", id); err != nil || ok {
+		t.Fatalf("write hold %s after the write ended: exists %v, %v", id, ok, err)
+	}
+
+	// The default threshold: a quick write takes no hold.
+	db.opts.WriteHoldAfter = 0
+	appendRange(t, tbl, 20, 30)
+	if hs, err := db.Catalog().Holds(ctx, "long"); err != nil || len(hs) != 0 {
+		t.Fatalf("holds after a quick write: %+v, %v", hs, err)
+	}
+}
