@@ -130,35 +130,69 @@ func TestDroppedManifestResponseIsUnknownThenRetryCommitsOnce(t *testing.T) {
 }
 
 // TestDroppedPublishResponseIsUnknownThenRetryPublishesOnce: the pointer write lands in
-// etcd but the reply never comes (the publish runs out of time): Unknown with the version
-// committed; a retry publishes it without committing again.
+// etcd but the reply never comes (the publish runs out of time). The publish then decides
+// on a fresh read: it finds its pointer in place and reports success. When that read
+// fails too, the append is Unknown with the version committed, and a retry publishes it
+// without committing again.
 func TestDroppedPublishResponseIsUnknownThenRetryPublishesOnce(t *testing.T) {
 	ctx := context.Background()
-	db, _, kv := faultDB(t)
-	db.opts.PublishTimeout = 300 * time.Millisecond
-	tbl, err := db.CreateTable(ctx, "p", kvSchema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv.Add(faults.EtcdRule{Name: "lost publish reply", Ops: []faults.EtcdOp{faults.EtcdTxn}, WritesOnly: true, Kind: faults.HangAfterSend, Times: 1})
-	rec := kvBatch(0, 3)
-	_, err = tbl.AppendRecord(ctx, rec)
-	rec.Release()
-	var ue *UnknownError
-	if OutcomeOf(err) != Unknown || !errors.As(err, &ue) || !ue.Committed {
-		t.Fatalf("append: %v, want unknown with the version committed", err)
-	}
-	kv.Clear()
-	res, err := mustOpen(t, db, "p").Retry(ctx, ue.Txn)
-	if err != nil || res.Version != ue.Version {
-		t.Fatalf("retry: %+v %v (want version %d)", res, err, ue.Version)
-	}
-	if n := versionsOf(t, db, "p", ue.Txn.ID); n != 1 {
-		t.Fatalf("transaction committed %d times", n)
-	}
-	if got := ids(t, mustOpen(t, db, "p"), ""); fmt.Sprint(got) != "[0 1 2]" {
-		t.Fatalf("rows %v", got)
-	}
+	t.Run("decided by a fresh read", func(t *testing.T) {
+		db, _, kv := faultDB(t)
+		db.opts.PublishTimeout = 300 * time.Millisecond
+		tbl, err := db.CreateTable(ctx, "p", kvSchema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := kv.Add(faults.EtcdRule{Name: "lost publish reply", Ops: []faults.EtcdOp{faults.EtcdTxn}, WritesOnly: true, Kind: faults.HangAfterSend, Times: 1})
+		rec := kvBatch(0, 3)
+		res, err := tbl.AppendRecord(ctx, rec)
+		rec.Release()
+		if err != nil || !res.Published || h.Injected() != 1 {
+			t.Fatalf("append: %+v, %v (lost replies %d); want published: the re-read finds our pointer", res, err, h.Injected())
+		}
+		if p, _, err := db.Catalog().Get(ctx, "p"); err != nil || p.Version != res.Version {
+			t.Fatalf("pointer %+v, %v; want version %d", p, err, res.Version)
+		}
+	})
+	t.Run("undecidable then retried", func(t *testing.T) {
+		db, _, kv := faultDB(t)
+		db.opts.PublishTimeout = 300 * time.Millisecond
+		tbl, err := db.CreateTable(ctx, "p", kvSchema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lost := kv.Add(faults.EtcdRule{Name: "lost publish reply", Ops: []faults.EtcdOp{faults.EtcdTxn}, WritesOnly: true, Kind: faults.HangAfterSend, Times: 1})
+		// Once the write has been sent (it then hangs until the 300 ms deadline), etcd
+		// stops answering, so the deciding read fails too.
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			deadline := time.Now().Add(10 * time.Second)
+			for lost.Injected() == 0 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			kv.Add(faults.EtcdRule{Name: "etcd down", Kind: faults.DropRequest})
+		}()
+		rec := kvBatch(0, 3)
+		_, err = tbl.AppendRecord(ctx, rec)
+		rec.Release()
+		<-done
+		var ue *UnknownError
+		if OutcomeOf(err) != Unknown || !errors.As(err, &ue) || !ue.Committed {
+			t.Fatalf("append: %v, want unknown with the version committed", err)
+		}
+		kv.Clear()
+		res, err := mustOpen(t, db, "p").Retry(ctx, ue.Txn)
+		if err != nil || res.Version != ue.Version {
+			t.Fatalf("retry: %+v %v (want version %d)", res, err, ue.Version)
+		}
+		if n := versionsOf(t, db, "p", ue.Txn.ID); n != 1 {
+			t.Fatalf("transaction committed %d times", n)
+		}
+		if got := ids(t, mustOpen(t, db, "p"), ""); fmt.Sprint(got) != "[0 1 2]" {
+			t.Fatalf("rows %v", got)
+		}
+	})
 }
 
 // TestStormEndsCommittedOrRejected: under a seeded storm of 503s and lost replies on every
