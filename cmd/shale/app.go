@@ -19,6 +19,7 @@ import (
 	"github.com/shale-db/shale/internal/coord"
 	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/recovery"
 )
 
 // app holds the global flags and the connections one command uses.
@@ -197,7 +198,9 @@ func (a *app) open(ctx context.Context) (*engine.DB, error) {
 	}
 	a.store = s
 	a.closer = append(a.closer, func() { s.Close() })
-	db, err := engine.Open(ctx, s, engine.Options{Etcd: c.Etcd()})
+	// Every write first rolls forward maintenance a crashed process committed but did not
+	// publish (roll forward only: `shale recover` also rolls back).
+	db, err := engine.Open(ctx, s, engine.Options{Etcd: c.Etcd(), BeforeFirstWrite: recovery.Hook(recovery.Options{})})
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", s.URL(), err)
 	}
