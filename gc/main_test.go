@@ -147,21 +147,7 @@ func appendRows(t testing.TB, tbl *engine.Table, from int64, rows int) {
 // scanRows returns tbl's rows at its version, sorted, one string per row.
 func scanRows(t testing.TB, tbl *engine.Table) []string {
 	t.Helper()
-	sc, err := tbl.Scan(context.Background(), engine.ScanOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sc.Release()
-	var out []string
-	for sc.Next() {
-		rec := sc.RecordBatch()
-		for i := 0; i < int(rec.NumRows()); i++ {
-			out = append(out, rec.Column(0).ValueStr(i)+"|"+rec.Column(1).ValueStr(i))
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatalf("scan %s v%d: %v", tbl.Name(), tbl.Version(), err)
-	}
+	out := enginetest.Rows(t, tbl)
 	slices.Sort(out)
 	return out
 }

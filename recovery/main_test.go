@@ -10,7 +10,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/shale-db/shale/compaction"
 	"github.com/shale-db/shale/engine"
@@ -122,45 +121,10 @@ func rowsOf(t testing.TB, db *engine.DB, name string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc, err := tbl.Scan(context.Background(), engine.ScanOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sc.Release()
-	var out []string
-	for sc.Next() {
-		rec := sc.RecordBatch()
-		for i := 0; i < int(rec.NumRows()); i++ {
-			out = append(out, rec.Column(0).ValueStr(i)+"|"+rec.Column(1).ValueStr(i))
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return enginetest.Rows(t, tbl)
 }
 
 // expireHolds revokes the leases of table's catalog holds, as their expiry one TTL after
 // a killed holder's last keep-alive would (TestDeadHolderSkippedUntilLeaseExpires waits
 // for the real expiry once; the other tests do not spend 15 s each).
-func expireHolds(t testing.TB, db *engine.DB, table string) {
-	t.Helper()
-	ctx := context.Background()
-	cli, err := coord.Connect(ctx, coord.Config{Endpoints: enginetest.Etcd().Endpoints()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	r, err := cli.Etcd().Get(ctx, db.Catalog().HoldKey(table, ""), clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, kv := range r.Kvs {
-		if kv.Lease == 0 {
-			t.Fatalf("hold %s has no lease", kv.Key)
-		}
-		if _, err := cli.Etcd().Revoke(ctx, clientv3.LeaseID(kv.Lease)); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
+func expireHolds(t testing.TB, db *engine.DB, table string) { enginetest.ExpireHolds(t, db, table) }
