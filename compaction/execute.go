@@ -263,7 +263,13 @@ func (e *Executor) attempt(ctx context.Context, m *manifest.Manifest, p *Plan, s
 	if err := holdLost(ctx); err != nil {
 		return nil, manifest.CommitStats{}, err
 	}
-	return e.commit(ctx, m, txn)
+	cctx, cancel := holdOf(ctx).bound(ctx)
+	defer cancel()
+	next, cst, err := e.commit(cctx, m, txn)
+	if err != nil && ctx.Err() == nil && cctx.Err() != nil {
+		err = fmt.Errorf("%w (%w)", err, context.Cause(cctx)) // the hold was lost mid-commit
+	}
+	return next, cst, err
 }
 
 // commit runs the commit loop, re-running it with the same transaction after an

@@ -93,6 +93,33 @@ func withHold(ctx context.Context, r *runHold) context.Context {
 
 // holdLost is lost() of the run's hold carried by ctx (nil when none).
 func holdLost(ctx context.Context) error {
+	return holdOf(ctx).lost()
+}
+
+// bound returns ctx cancelled, with a cause wrapping catalog.ErrHoldLost, as soon as the
+// hold's lease is lost. The run commits under it: once the lease is gone, recovery in
+// another process may roll the run back (delete its files), so a commit still in flight
+// is abandoned rather than left to land later. (A request already sent can still land;
+// the store offers no fence against that. The window is one request's latency after a
+// lease that went unrenewed for its whole TTL.)
+func (r *runHold) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if r == nil {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := make(chan struct{})
+	go func() {
+		select {
+		case <-r.h.Lost():
+			cancel(r.lost())
+		case <-stop:
+		}
+	}()
+	return ctx, func() { close(stop); cancel(nil) }
+}
+
+// holdOf is the run's hold carried by ctx (nil when none).
+func holdOf(ctx context.Context) *runHold {
 	r, _ := ctx.Value(holdCtxKey{}).(*runHold)
-	return r.lost()
+	return r
 }

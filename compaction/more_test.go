@@ -2,14 +2,19 @@ package compaction
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/shale-db/shale/engine"
+	"github.com/shale-db/shale/engine/enginetest"
+	"github.com/shale-db/shale/internal/failpoint"
 	"github.com/shale-db/shale/internal/storetest"
 	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/manifest/catalog"
 )
 
 // TestMaterializeDeletions: a large fragment whose deleted ratio exceeds the threshold is
@@ -172,4 +177,35 @@ func TestCompactWithoutCatalog(t *testing.T) {
 		t.Fatalf("HEAD %d, want %d", now.Version(), st.Version)
 	}
 	equalRows(t, "without a catalog", rowsOf(t, now), want)
+}
+
+// TestHoldLostMidCommitAbandonsCommit: when the run's hold lease is lost while it commits
+// (recovery elsewhere may now roll it back), the commit in flight is abandoned and
+// nothing lands.
+func TestHoldLostMidCommitAbandonsCommit(t *testing.T) {
+	ctx := context.Background()
+	schema, batches := intBatches(6, 100)
+	db := openDB(t, storetest.Mem(t))
+	appendEach(t, db, "t", schema, batches)
+	before, err := manifest.Head(ctx, db.Store(), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := failpoint.Enable("manifest.before_version_put", failpoint.Call(func(ctx context.Context) error {
+		enginetest.ExpireHolds(t, db, "t") // what etcd does when the lease goes unrenewed
+		select {
+		case <-ctx.Done(): // the run's commit context ends with the lease
+		case <-time.After(10 * time.Second):
+			t.Error("commit context still live 10 s after the hold's lease was revoked")
+		}
+		return nil
+	}).Once())
+	defer off()
+	_, err = Compact(ctx, db, "t", Options{})
+	if !errors.Is(err, catalog.ErrHoldLost) {
+		t.Fatalf("compaction with its hold lost mid-commit: %v, want ErrHoldLost", err)
+	}
+	if head, _ := manifest.Head(ctx, db.Store(), "t"); head != before {
+		t.Fatalf("HEAD moved from %d to %d: the abandoned commit landed", before, head)
+	}
 }
