@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -140,7 +141,9 @@ func (t *Table) writeFragments(ctx context.Context, rdr array.RecordReader, sche
 // Append adds the rows of rdr as new fragments in one new version and publishes it.
 // Records must match the table schema (ErrSchemaMismatch otherwise; nothing is committed).
 // Appending no rows commits nothing and returns the current version. Concurrent appends
-// never lose each other's rows: the commit loop rebases over them.
+// never lose each other's rows: the commit loop rebases over them. A retryable conflict
+// (a concurrent overwrite, or a read version expired by GC) re-commits the same data files
+// on top of HEAD, up to Options.WriteRetries times, while the schema is unchanged.
 func (t *Table) Append(ctx context.Context, rdr array.RecordReader) (CommitResult, error) {
 	if t.readOnly {
 		return CommitResult{}, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
@@ -153,9 +156,23 @@ func (t *Table) Append(ctx context.Context, rdr array.RecordReader) (CommitResul
 	if rows == 0 {
 		return CommitResult{Version: t.m.Version}, nil
 	}
-	res, err := t.commit(ctx, manifest.NewTransaction(t.m.Version, manifest.Operation{Kind: manifest.OpAppend, NewFragments: frags}))
-	res.Rows = rows
-	return res, err
+	fieldIDs := t.m.Schema.FieldIDs
+	for attempt := 0; ; attempt++ {
+		res, err := t.commit(ctx, manifest.NewTransaction(t.m.Version, manifest.Operation{Kind: manifest.OpAppend, NewFragments: frags}))
+		res.Rows = rows
+		if err == nil || !errors.Is(err, manifest.ErrRetryable) || attempt >= t.db.opts.WriteRetries {
+			return res, err
+		}
+		// Nothing landed (a conflict is definite). The written fragments still fit if the
+		// schema is unchanged at HEAD (e.g. our read version was expired by GC, or an
+		// overwrite kept the fields): commit them again on top of HEAD.
+		if lerr := t.refreshHead(ctx); lerr != nil {
+			return res, errors.Join(err, lerr)
+		}
+		if !slices.Equal(t.m.Schema.FieldIDs, fieldIDs) {
+			return res, err
+		}
+	}
 }
 
 // AppendRecord appends one record batch (see Append).

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/shale-db/shale/internal/failpoint"
+	"github.com/shale-db/shale/manifest"
 )
 
 // TestLongWriteTakesHold: a write still running after WriteHoldAfter holds its read
@@ -62,5 +63,38 @@ func TestLongWriteTakesHold(t *testing.T) {
 	appendRange(t, tbl, 20, 30)
 	if hs, err := db.Catalog().Holds(ctx, "long"); err != nil || len(hs) != 0 {
 		t.Fatalf("holds after a quick write: %+v, %v", hs, err)
+	}
+}
+
+// TestAppendFromExpiredReadVersionRetries: an append whose read version was expired by GC
+// meanwhile (a retryable conflict) commits on top of HEAD instead of failing.
+func TestAppendFromExpiredReadVersionRetries(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, "")
+	tbl, err := db.CreateTable(ctx, "stale", kvSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale, err := db.OpenTable(ctx, "stale") // at version 1
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRange(t, tbl, 0, 10)
+	appendRange(t, tbl, 10, 20)
+	for v := uint64(1); v <= 2; v++ { // what GC does to versions 1 and 2
+		m, err := manifest.Load(ctx, db.Store(), "stale", v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := manifest.Expire(ctx, db.Store(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := appendRange(t, stale, 20, 30)
+	if res.Version != 4 || !res.Published {
+		t.Fatalf("stale append: %+v, want version 4 published", res)
+	}
+	if got := ids(t, mustOpen(t, db, "stale"), ""); len(got) != 30 {
+		t.Fatalf("%d rows after the stale append, want 30", len(got))
 	}
 }

@@ -59,8 +59,13 @@ type ConflictError struct {
 }
 
 func (e *ConflictError) Error() string {
-	s := fmt.Sprintf("table %q: %s: our %s conflicts with %s committed as version %d",
-		e.Table, e.Resolution, e.Ours.String(), e.Theirs.String(), e.TheirsVersion)
+	var s string
+	if e.Theirs.ID == "" { // no readable transaction on the other side (an expired version)
+		s = fmt.Sprintf("table %q: %s: our %s cannot commit at version %d", e.Table, e.Resolution, e.Ours.String(), e.TheirsVersion)
+	} else {
+		s = fmt.Sprintf("table %q: %s: our %s conflicts with %s committed as version %d",
+			e.Table, e.Resolution, e.Ours.String(), e.Theirs.String(), e.TheirsVersion)
+	}
 	if len(e.Fragments) > 0 {
 		s += fmt.Sprintf(" (shared fragments %v)", e.Fragments)
 	}
