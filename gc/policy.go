@@ -31,7 +31,9 @@ type Policy struct {
 	KeepNewer time.Duration
 	// GracePeriod: a file no retained version references is deleted only once its
 	// modification time is at least GracePeriod old (0: DefaultGracePeriod; negative: no
-	// grace, for tests and for an operator who stopped every writer).
+	// grace, for tests and for an operator who stopped every writer). A write takes a
+	// catalog hold only once it has run engine.DefaultWriteHoldAfter (30 s); below twice
+	// that, GC can delete the files of a shorter write before it commits.
 	GracePeriod time.Duration
 	// DryRun reports what would be expired and deleted without deleting anything (recovery
 	// is not run either).

@@ -7,9 +7,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/gc"
 	"github.com/shale-db/shale/manifest"
 )
+
+// minSafeGrace is the shortest --grace allowed while writers may run: twice the age at
+// which a write takes a catalog hold (engine.DefaultWriteHoldAfter).
+const minSafeGrace = 2 * engine.DefaultWriteHoldAfter
 
 // gcCommand is `shale gc [TABLE] [--keep-last N] [--keep-newer D] [--grace D] [--dry-run] [--json]`.
 func (a *app) gcCommand() *cobra.Command {
@@ -18,6 +23,7 @@ func (a *app) gcCommand() *cobra.Command {
 		keepNewer time.Duration
 		grace     time.Duration
 		dryRun    bool
+		noWriters bool
 	)
 	cmd := &cobra.Command{
 		Use:   "gc [TABLE] [--keep-last N] [--keep-newer D] [--grace D] [--dry-run]",
@@ -31,6 +37,8 @@ needs (abandoned imports and compaction attempts, losing commit attempts, expire
 versions' records) and local temp files are deleted once older than --grace; files a
 pending recovery sidecar names are left to recovery, and stale sidecars are resolved
 first (as shale recover does). --dry-run prints what would go and deletes nothing.
+A write that runs longer than 30 s holds its files in the catalog; a shorter one is
+protected by --grace alone, so --grace under 1m needs --no-writers.
 Without TABLE every table is collected.`,
 		Example: `  shale gc --dry-run
   shale gc flights --keep-last 5 --keep-newer 24h --grace 1h --json`,
@@ -50,6 +58,10 @@ Without TABLE every table is collected.`,
 				return usagef("--keep-newer must be 0 or more")
 			case grace < 0:
 				return usagef("--grace must be 0 or more")
+			case grace < minSafeGrace && !noWriters:
+				// A write shorter than engine.DefaultWriteHoldAfter takes no hold: only the
+				// grace period keeps its not yet committed files.
+				return usagef("--grace %s is shorter than %s: a write in flight could lose its files; add --no-writers if no process is writing", grace, minSafeGrace)
 			}
 			p := gc.Policy{KeepLast: keepLast, KeepNewer: keepNewer, GracePeriod: grace, DryRun: dryRun}
 			if grace == 0 {
@@ -76,7 +88,8 @@ Without TABLE every table is collected.`,
 	f := cmd.Flags()
 	f.IntVar(&keepLast, "keep-last", gc.DefaultKeepLast, "keep this many of the newest versions")
 	f.DurationVar(&keepNewer, "keep-newer", 0, "also keep versions written less than this long ago (0: none)")
-	f.DurationVar(&grace, "grace", gc.DefaultGracePeriod, "never delete an unreferenced file younger than this (0: no grace; only when no writer is running)")
+	f.DurationVar(&grace, "grace", gc.DefaultGracePeriod, "never delete an unreferenced file younger than this (under 1m needs --no-writers)")
+	f.BoolVar(&noWriters, "no-writers", false, "allow --grace under 1m: the operator asserts no process is writing")
 	f.BoolVar(&dryRun, "dry-run", false, "report what would be expired and deleted without deleting")
 	return cmd
 }
