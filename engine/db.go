@@ -222,11 +222,25 @@ func (db *DB) OpenTableAt(ctx context.Context, name string, v uint64) (*Table, e
 // DropTable deletes a table: its catalog pointer first (so no reader is directed to objects
 // about to disappear), then its manifests (so the table stops existing for bare-path
 // readers), then every other object under its prefix. It returns the number of objects
-// deleted. It is not safe to run while other processes write the table. Errors:
-// manifest.ErrInvalidTableName, manifest.ErrTableNotFound, store and etcd errors.
+// deleted. It refuses (ErrTableBusy) while the catalog shows a hold on the table: a
+// running compaction, a write running longer than Options.WriteHoldAfter, or a pinned
+// reader. A short write racing the drop is not detected: stop writers first. Errors:
+// manifest.ErrInvalidTableName, manifest.ErrTableNotFound, ErrTableBusy, store and etcd
+// errors.
 func (db *DB) DropTable(ctx context.Context, name string) (int, error) {
 	if err := manifest.ValidateTableName(name); err != nil {
 		return 0, err
+	}
+	if db.cat != nil {
+		holds, err := db.cat.Holds(ctx, name)
+		if err != nil {
+			return 0, fmt.Errorf("drop table %q: %w", name, err)
+		}
+		if len(holds) > 0 {
+			h := holds[0]
+			return 0, fmt.Errorf("drop table %q: %w: %d hold(s) in the catalog, e.g. %s %s by %s since %s",
+				name, ErrTableBusy, len(holds), h.Kind, h.ID, h.Holder, h.Started.Format(time.RFC3339))
+		}
 	}
 	objs, err := db.store.List(ctx, name+"/", 0)
 	if err != nil {

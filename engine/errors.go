@@ -11,4 +11,7 @@ var (
 	ErrReadOnly = errors.New("table handle is read-only (checked out at an older version)")
 	// ErrDrift: HEAD is below the published version, which is corruption (invariant 3).
 	ErrDrift = errors.New("HEAD is below the published version")
+	// ErrTableBusy: DropTable of a table that a running operation (compaction, long
+	// write) or a pinned reader holds in the catalog.
+	ErrTableBusy = errors.New("table is in use")
 )

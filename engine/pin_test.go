@@ -74,3 +74,30 @@ func TestPin(t *testing.T) {
 		t.Fatalf("pin without a catalog: %v", err)
 	}
 }
+
+// TestDropRefusesHeldTable: a pinned (held) table cannot be dropped; once released it can.
+func TestDropRefusesHeldTable(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, "")
+	tbl, err := db.CreateTable(ctx, "held", kvSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRange(t, tbl, 0, 10)
+	p, err := tbl.Pin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.DropTable(ctx, "held"); !errors.Is(err, ErrTableBusy) {
+		t.Fatalf("drop of a pinned table: %v, want ErrTableBusy", err)
+	}
+	if got := ids(t, mustOpen(t, db, "held"), ""); len(got) != 10 {
+		t.Fatalf("%d rows after the refused drop, want 10", len(got))
+	}
+	if err := p.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.DropTable(ctx, "held"); err != nil {
+		t.Fatalf("drop after release: %v", err)
+	}
+}
