@@ -71,6 +71,11 @@ Without TABLE every table is collected.`,
 			if err != nil {
 				return err
 			}
+			if table != "" {
+				if _, err := manifest.Head(cmd.Context(), db.Store(), table); err != nil {
+					return err // an unknown table is an error, as for verify and compact
+				}
+			}
 			rep, gerr := gc.Run(cmd.Context(), db.Store(), db.Catalog(), table, p)
 			if a.jsonOut {
 				if rep.Tables == nil {

@@ -89,5 +89,6 @@ func TestGC(t *testing.T) {
 	e.fails(2, []string{"--keep-last"}, "gc", tbl, "--keep-last", "0")
 	e.fails(2, []string{"--grace"}, "gc", tbl, "--grace", "-1s")
 	e.fails(2, []string{"--no-writers"}, "gc", tbl, "--grace", "10s")
+	e.fails(1, []string{"not found"}, "gc", "nosuch")
 	e.ok("gc", tbl, "--grace", "0", "--no-writers", "--dry-run")
 }
