@@ -312,15 +312,18 @@ func (g *collector) run(ctx context.Context) (TableReport, error) {
 	if err != nil {
 		return g.rep, fmt.Errorf("list %s/: %w", g.table, err)
 	}
-	expiredTxn := map[string]bool{}
+	// In a dry run the expired versions' manifests and transaction records are still in
+	// the store; they were counted with their versions, not as kept or as garbage.
+	expiredKeys := map[string]bool{}
 	for _, v := range expired {
-		expiredTxn[mans[v].TxnKey] = true
+		expiredKeys[mans[v].TxnKey] = true
+		expiredKeys[manifest.ManifestKey(g.table, v)] = true
 	}
 	for _, o := range objs {
-		c := Classify(g.table, o.Key, o.ModTime, refs)
-		if g.p.DryRun && c == Garbage && expiredTxn[o.Key] {
-			continue // counted with its version
+		if g.p.DryRun && expiredKeys[o.Key] {
+			continue
 		}
+		c := Classify(g.table, o.Key, o.ModTime, refs)
 		if c != Garbage {
 			g.keep(o, c)
 			continue

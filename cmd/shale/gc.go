@@ -100,12 +100,12 @@ Without TABLE every table is collected.`,
 }
 
 func (a *app) printGC(rep gc.Report, grace time.Duration) {
-	verb, expire := "Deleted", "expired"
+	verb, expire, became := "Deleted", "expired", "became"
 	if rep.DryRun {
-		verb, expire = "Would delete", "would expire"
+		verb, expire, became = "Would delete", "would expire", "would become"
 	}
 	for _, o := range rep.Recovered {
-		a.printf("recovered: %s operation %s: %s\n", o.Table, o.Operation, o.Action)
+		a.printf("recovery: %s operation %s: %s\n", o.Table, o.Operation, o.Action)
 	}
 	for _, t := range rep.Tables {
 		a.printf("%s: published %d, HEAD %d; %s %d version(s)%s; keeping %d version(s)%s\n",
@@ -129,7 +129,7 @@ func (a *app) printGC(rep gc.Report, grace time.Duration) {
 		}
 		a.printf("  %s %d file(s), %s", verb, len(t.Deleted), humanBytes(t.BytesDeleted))
 		if records > 0 {
-			a.printf(" (%d of them expired versions' transaction records; their manifests, %s, became tombstones)", records, humanBytes(t.ExpiredManifestBytes))
+			a.printf(" (%d of them expired versions' transaction records; their manifests, %s, %s tombstones)", records, humanBytes(t.ExpiredManifestBytes), became)
 		}
 		a.printf("; kept %s", humanBytes(t.BytesKept))
 		if n := t.Kept[gc.Young]; n > 0 {
