@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/manifest/catalog"
 	"github.com/shale-db/shale/recovery"
 )
 
@@ -80,9 +81,9 @@ until the claim is older than --claim-ttl (default 2m).`,
 				case recovery.RolledBack:
 					a.printf("%s: operation %s rolled back: nothing committed, %d data file(s) deleted\n", o.Table, o.Operation, len(o.DeletedFiles))
 				case recovery.SkippedYoung:
-					a.printf("%s: operation %s skipped: younger than --min-age %s (may still be running)\n", o.Table, o.Operation, minAge)
+					a.printf("%s: operation %s skipped: younger than --min-age %s (may still be running; run recover again later)\n", o.Table, o.Operation, minAge)
 				case recovery.SkippedLive:
-					a.printf("%s: operation %s skipped: still running (it holds a live catalog hold)\n", o.Table, o.Operation)
+					a.printf("%s: operation %s skipped: still running (it holds a live catalog hold; a crashed operation's hold expires within %s, then its sidecar is resolved once older than --min-age)\n", o.Table, o.Operation, catalog.DefaultHoldTTL)
 				case recovery.SkippedClaimed:
 					a.printf("%s: operation %s skipped: another recover is resolving it\n", o.Table, o.Operation)
 				case recovery.Gone:
