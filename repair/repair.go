@@ -182,7 +182,7 @@ func Allowed(p Plan, force bool) error {
 		}
 		for _, v := range p.Versions {
 			if v.Class == Logical {
-				return fmt.Errorf("table %q: %w: version %d is a %s (transaction %s)", p.Table, ErrLogicalDrift, v.Version, v.Kind, v.TxnID)
+				return fmt.Errorf("table %q: %w: version %d is a logical %s (transaction %s)", p.Table, ErrLogicalDrift, v.Version, v.Kind, v.TxnID)
 			}
 		}
 		return fmt.Errorf("table %q: %w", p.Table, ErrLogicalDrift)
