@@ -60,8 +60,8 @@ type VersionInfo struct {
 	Operation   manifest.OpKind
 	Transaction string
 	ReadVersion uint64
-	Time        time.Time
-	Rows        int64 // live rows
+	Time        time.Time // when the version was committed (older manifests: when its transaction was planned)
+	Rows        int64     // live rows
 	Fragments   int
 	Published   bool // at or below the published version (and not aborted)
 	// Group is the multi-table transaction the version belongs to ("" = none); Aborted
@@ -94,7 +94,7 @@ func (t *Table) Versions(ctx context.Context) ([]VersionInfo, error) {
 		}
 		info := VersionInfo{
 			Version: v, Operation: m.Txn.Op.Kind, Transaction: m.Txn.ID, ReadVersion: m.Txn.ReadVersion,
-			Time: time.Unix(0, m.Txn.Timestamp).UTC(), Rows: m.LiveRows(), Fragments: len(m.Fragments),
+			Time: time.Unix(0, commitTime(m)).UTC(), Rows: m.LiveRows(), Fragments: len(m.Fragments),
 			Published: t.db.cat == nil || v <= published,
 		}
 		if g := m.Txn.Op.Group; g != nil && t.db.cat != nil {
@@ -118,4 +118,13 @@ type CommitResult struct {
 	Rebased   []uint64 // versions by others the commit was rebuilt on top of
 	Published bool     // the catalog pointer is at or past Version
 	Rows      int64    // rows appended or deleted
+}
+
+// commitTime is when m was committed (Unix ns), or, for manifests written before that was
+// recorded, when its transaction was planned.
+func commitTime(m *manifest.Manifest) int64 {
+	if m.Committed != 0 {
+		return m.Committed
+	}
+	return m.Txn.Timestamp
 }

@@ -98,3 +98,24 @@ func TestAppendFromExpiredReadVersionRetries(t *testing.T) {
 		t.Fatalf("%d rows after the stale append, want 30", len(got))
 	}
 }
+
+// TestVersionTimeIsCommitTime: a version's time is when its commit attempt built it
+// (Manifest.Committed), not when its transaction was planned.
+func TestVersionTimeIsCommitTime(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, "")
+	tbl, err := db.CreateTable(ctx, "times", kvSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRange(t, tbl, 0, 10)
+	vs, err := tbl.Versions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := vs[len(vs)-1]
+	m := tbl.Manifest()
+	if m.Committed == 0 || m.Committed < m.Txn.Timestamp || !last.Time.Equal(time.Unix(0, m.Committed).UTC()) {
+		t.Fatalf("version %d: time %v, committed %d, planned %d", last.Version, last.Time, m.Committed, m.Txn.Timestamp)
+	}
+}

@@ -3,6 +3,7 @@ package manifest
 import (
 	"fmt"
 	"slices"
+	"time"
 )
 
 // Build returns the manifest of the version txn creates on top of parent (nil for Create).
@@ -26,6 +27,7 @@ func Build(table string, parent *Manifest, txn Transaction) (*Manifest, error) {
 	}
 	m.Version++
 	m.TxnKey = TxnKey(table, m.Version, txn.ID)
+	m.Committed = time.Now().UnixNano()
 	firstNew := m.NextFragmentID
 
 	op := &txn.Op

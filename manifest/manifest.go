@@ -30,6 +30,10 @@ type Manifest struct {
 	// Txn is the transaction that produced this version; TxnKey is where its record lives.
 	Txn    Transaction
 	TxnKey string
+	// Committed is when this version was built for the commit attempt that created it
+	// (Unix nanoseconds; 0 in manifests written before it existed). Txn.Timestamp is when
+	// the transaction was planned, which can be much earlier for a long write.
+	Committed int64 `cbor:",omitempty"`
 
 	checksum uint32 // CRC32C of the object this manifest was decoded from (not encoded)
 }
