@@ -142,7 +142,7 @@ func (t *Table) writeFragments(ctx context.Context, rdr array.RecordReader, sche
 // Records must match the table schema (ErrSchemaMismatch otherwise; nothing is committed).
 // Appending no rows commits nothing and returns the current version. Concurrent appends
 // never lose each other's rows: the commit loop rebases over them. A retryable conflict
-// (a concurrent overwrite, or a read version expired by GC) re-commits the same data files
+// (its read version expired by GC, say) re-commits the same data files
 // on top of HEAD, up to Options.WriteRetries times, while the schema is unchanged.
 func (t *Table) Append(ctx context.Context, rdr array.RecordReader) (CommitResult, error) {
 	if t.readOnly {
@@ -164,8 +164,8 @@ func (t *Table) Append(ctx context.Context, rdr array.RecordReader) (CommitResul
 			return res, err
 		}
 		// Nothing landed (a conflict is definite). The written fragments still fit if the
-		// schema is unchanged at HEAD (e.g. our read version was expired by GC, or an
-		// overwrite kept the fields): commit them again on top of HEAD.
+		// schema is unchanged at HEAD (e.g. our read version was expired by GC): commit
+		// them again on top of HEAD.
 		if lerr := t.refreshHead(ctx); lerr != nil {
 			return res, errors.Join(err, lerr)
 		}
