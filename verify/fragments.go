@@ -106,9 +106,11 @@ func (v *verifier) readDataFile(ctx context.Context, m *manifest.Manifest, df fr
 		return
 	}
 	v.sum.DataFiles++
+	n := len(v.rep.Faults)
 	r, err := fragment.OpenFile(ctx, v.s, df, v.mem)
 	if err != nil {
 		v.objectFault(m.Table, m.Version, df.Key, "data file", err)
+		v.storedSize(ctx, df.Key, df.Size, n)
 		return
 	}
 	defer r.Close()
@@ -117,6 +119,7 @@ func (v *verifier) readDataFile(ctx context.Context, m *manifest.Manifest, df fr
 		rec, err := r.ReadBatch(i, nil)
 		if err != nil {
 			v.objectFault(m.Table, m.Version, df.Key, fmt.Sprintf("data file (record batch %d)", i), err)
+			v.storedSize(ctx, df.Key, df.Size, n)
 			return
 		}
 		rows += rec.NumRows()
@@ -125,6 +128,26 @@ func (v *verifier) readDataFile(ctx context.Context, m *manifest.Manifest, df fr
 	v.sum.Bytes += df.Size
 	if rows != df.Rows {
 		v.rep.fault(m.Table, m.Version, df.Key, fmt.Sprintf("data file holds %d rows, its description says %d", rows, df.Rows), fragment.ErrCorrupt)
+	}
+}
+
+// storedSize learns the size of a data file that failed its checks from the store (one
+// HEAD), counts it in the summary's bytes, and records it on the faults about key added
+// since the first n, whose problem also names the manifest's size (want) when the two
+// differ. A missing or unreachable object leaves the size unknown.
+func (v *verifier) storedSize(ctx context.Context, key string, want int64, n int) {
+	info, err := v.s.Head(ctx, key)
+	if err != nil {
+		return
+	}
+	v.sum.Bytes += info.Size
+	v.rep.sized(n, key, info.Size)
+	if info.Size != want {
+		for i := n; i < len(v.rep.Faults); i++ {
+			if v.rep.Faults[i].Key == key {
+				v.rep.Faults[i].Problem += fmt.Sprintf(" (the manifest says %d bytes)", want)
+			}
+		}
 	}
 }
 
@@ -143,6 +166,8 @@ func (v *verifier) readDeletionVector(ctx context.Context, m *manifest.Manifest,
 		return
 	}
 	v.sum.Bytes += int64(len(b))
+	n := len(v.rep.Faults)
+	defer v.rep.sized(n, d.Key, int64(len(b)))
 	if d.Size > 0 && int64(len(b)) != d.Size {
 		v.rep.fault(m.Table, m.Version, d.Key, fmt.Sprintf("deletion vector is %d bytes, the manifest says %d", len(b), d.Size), fragment.ErrCorrupt)
 	}
@@ -151,8 +176,8 @@ func (v *verifier) readDeletionVector(ctx context.Context, m *manifest.Manifest,
 		v.objectFault(m.Table, m.Version, d.Key, "deletion vector", err)
 		return
 	}
-	if n := int64(bm.GetCardinality()); n != d.Deleted {
-		v.rep.fault(m.Table, m.Version, d.Key, fmt.Sprintf("deletion vector holds %d rows, the manifest says %d deleted", n, d.Deleted), fragment.ErrCorrupt)
+	if c := int64(bm.GetCardinality()); c != d.Deleted {
+		v.rep.fault(m.Table, m.Version, d.Key, fmt.Sprintf("deletion vector holds %d rows, the manifest says %d deleted", c, d.Deleted), fragment.ErrCorrupt)
 	}
 	if !bm.IsEmpty() && int64(bm.Maximum()) >= f.PhysicalRows {
 		v.rep.fault(m.Table, m.Version, d.Key, fmt.Sprintf("deletion vector deletes row %d, fragment %d has %d physical rows", bm.Maximum(), f.ID, f.PhysicalRows), fragment.ErrCorrupt)

@@ -26,7 +26,11 @@ type Fault struct {
 	Version uint64 `json:"version,omitempty"` // the version whose check found it; 0 = not about one version
 	Key     string `json:"key,omitempty"`     // the object at fault (store key, or the etcd key of a pointer)
 	Problem string `json:"problem"`           // what is wrong, in words
-	Err     error  `json:"-"`                 // the underlying error when there is one (errors.Is/As work on it)
+	// Size is the object's size in the store in bytes, when verify learned it (a data
+	// file or deletion vector that was found but failed its checks); nil when unknown
+	// (the object is missing, or the fault is not about one stored object's content).
+	Size *int64 `json:"size,omitempty"`
+	Err  error  `json:"-"` // the underlying error when there is one (errors.Is/As work on it)
 }
 
 func (f Fault) String() string {
@@ -37,6 +41,9 @@ func (f Fault) String() string {
 	}
 	if f.Key != "" {
 		fmt.Fprintf(&b, " %s", f.Key)
+	}
+	if f.Size != nil {
+		fmt.Fprintf(&b, " (%d bytes)", *f.Size)
 	}
 	b.WriteString(": ")
 	b.WriteString(f.Problem)
@@ -77,7 +84,9 @@ type TableSummary struct {
 	Deep      []uint64 `json:"deep_checked"` // versions whose data files and deletion vectors were read
 	DataFiles int      `json:"data_files"`   // distinct data files read
 	Deletions int      `json:"deletion_vectors"`
-	Bytes     int64    `json:"bytes"` // data file and deletion vector bytes read
+	// Bytes is the size in the store of the data files and deletion vectors read,
+	// including those that failed their checks (a missing object counts 0).
+	Bytes int64 `json:"bytes"`
 }
 
 // Report is the outcome of a verification run.
@@ -106,6 +115,17 @@ func (r *Report) Err() error {
 
 func (r *Report) fault(table string, v uint64, key, problem string, err error) {
 	r.Faults = append(r.Faults, Fault{Table: table, Version: v, Key: key, Problem: problem, Err: err})
+}
+
+// sized records size as the stored size of the faults about key added since the first
+// n faults.
+func (r *Report) sized(n int, key string, size int64) {
+	for i := n; i < len(r.Faults); i++ {
+		if r.Faults[i].Key == key {
+			s := size
+			r.Faults[i].Size = &s
+		}
+	}
 }
 
 func (r *Report) note(table string, v uint64, key, format string, args ...any) {

@@ -3,6 +3,8 @@ package verify
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/shale-db/shale/internal/fragment"
@@ -57,22 +59,41 @@ func TestDataFileFaults(t *testing.T) {
 		corrupt func(t *testing.T, f *fixture, key string)
 		problem string
 		class   error
+		size    func(orig int64) int64 // the object's size after the damage; -1 = unknown (missing)
 	}{
-		"flipped byte": {func(t *testing.T, f *fixture, key string) { f.mutate(t, key, flipMiddle) }, "corrupt", fragment.ErrCorrupt},
+		"flipped byte": {func(t *testing.T, f *fixture, key string) { f.mutate(t, key, flipMiddle) }, "corrupt", fragment.ErrCorrupt,
+			func(orig int64) int64 { return orig }},
 		"truncated": {func(t *testing.T, f *fixture, key string) {
 			f.mutate(t, key, func(b []byte) []byte { return b[:len(b)*2/3] })
-		}, "data file corrupt", fragment.ErrCorrupt},
-		"deleted": {func(t *testing.T, f *fixture, key string) { f.remove(t, key) }, "data file missing", objstore.ErrNotFound},
+		}, "data file corrupt (the manifest says", fragment.ErrCorrupt, func(orig int64) int64 { return orig * 2 / 3 }},
+		"deleted": {func(t *testing.T, f *fixture, key string) { f.remove(t, key) }, "data file missing", objstore.ErrNotFound,
+			func(int64) int64 { return -1 }},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t, storetest.Mem(t))
-			key := f.pub.Fragments[1].Files[0].Key
+			df := f.pub.Fragments[1].Files[0]
+			key := df.Key
+			clean := f.verify(t, Options{}).Tables[0].Bytes
 			c.corrupt(t, f, key)
 			rep := f.verify(t, Options{})
 			got := requireFault(t, rep, key, c.problem)
 			if got.Version != 4 || got.Table != "t" {
 				t.Fatalf("fault %v: want table t version 4", got)
+			}
+			// The fault and the summary give the object's size in the store (the trial's
+			// summary said "0 bytes" for a damaged file that was there and read).
+			want := c.size(df.Size)
+			switch {
+			case want < 0 && got.Size != nil:
+				t.Fatalf("fault %v: size %d given for a missing object", got, *got.Size)
+			case want >= 0 && (got.Size == nil || *got.Size != want):
+				t.Fatalf("fault %v: size %v, want %d", got, got.Size, want)
+			case want >= 0 && !strings.Contains(got.String(), fmt.Sprintf(" (%d bytes): ", want)):
+				t.Fatalf("fault line %q does not give the size %d", got, want)
+			}
+			if sum := rep.Tables[0]; sum.Bytes != clean-df.Size+max(want, 0) {
+				t.Fatalf("summary bytes %d, want %d (clean %d, file %d -> %d)", sum.Bytes, clean-df.Size+max(want, 0), clean, df.Size, want)
 			}
 			if c.class != nil && !errors.Is(got.Err, c.class) {
 				t.Fatalf("fault %v: want class %v", got, c.class)
