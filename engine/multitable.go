@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -66,40 +68,84 @@ func (db *DB) Snapshot(ctx context.Context, names ...string) (*Snapshot, error) 
 	return snap, nil
 }
 
+// ErrWriteReleased: DB.Commit was given a Write after its Release.
+var ErrWriteReleased = errors.New("write released")
+
 // Write is one table's part of a multi-table transaction: planned (data files and deletion
 // vectors written) against the handle's version, not yet committed.
+//
+// Garbage collection: a Write's files are referenced by no version until DB.Commit, so
+// gc keeps them only while they are younger than its grace period. A Write still open
+// Options.WriteHoldAfter (default 30 s) after its prepare began therefore takes a catalog
+// hold (kind HoldKindWrite, id "write-<ulid>", on its table at its read version, backdated
+// to the prepare's start), as a long single-table write does: gc in any process then
+// deletes none of its files and expires no version it read from. The hold lasts until
+// DB.Commit returns (committed, rejected or unknown) or Release; a Write committed within
+// WriteHoldAfter costs no etcd request for it. A Write neither committed nor released
+// keeps its hold while its process lives, unless the Go garbage collector finds the Write
+// unreachable first (the hold is then released in the background); call Release on every
+// Write you will not commit.
 type Write struct {
 	table *Table
 	txn   manifest.Transaction
 	rows  int64
+
+	hold     *writeHold
+	released atomic.Bool
 }
 
 // Table is the table the write is planned for.
 func (w *Write) Table() *Table { return w.table }
 
-// PrepareAppend writes rdr's rows as data files for a later DB.Commit.
+// Release abandons the write: it releases its catalog hold, if one was taken, so garbage
+// collection may delete its files once they are past the grace period. A later DB.Commit
+// of w fails with ErrWriteReleased. Safe to call more than once and after DB.Commit.
+func (w *Write) Release() {
+	w.released.Store(true)
+	w.hold.stop()
+}
+
+// newWrite wraps a prepared transaction; the hold is stopped when w is unreachable.
+func newWrite(t *Table, txn manifest.Transaction, rows int64, hold *writeHold) *Write {
+	w := &Write{table: t, txn: txn, rows: rows, hold: hold}
+	if hold != nil {
+		// stop may wait on etcd for up to 10 s: not on the cleanup goroutine.
+		runtime.AddCleanup(w, func(h *writeHold) { go h.stop() }, hold)
+	}
+	return w
+}
+
+// PrepareAppend writes rdr's rows as data files for a later DB.Commit. The Write holds
+// its files against garbage collection until it is committed or released (see Write).
+// Errors: ErrReadOnly, schema and null errors, store errors.
 func (t *Table) PrepareAppend(ctx context.Context, rdr array.RecordReader) (*Write, error) {
 	if t.readOnly {
 		return nil, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
 	}
+	hold := t.startWriteHold(ctx)
 	frags, rows, err := t.writeFragments(ctx, rdr, t.Schema(), t.m.Schema.FieldIDs)
 	if err != nil {
+		hold.stop()
 		return nil, err
 	}
-	return &Write{table: t, rows: rows, txn: manifest.NewTransaction(t.m.Version, manifest.Operation{Kind: manifest.OpAppend, NewFragments: frags})}, nil
+	return newWrite(t, manifest.NewTransaction(t.m.Version, manifest.Operation{Kind: manifest.OpAppend, NewFragments: frags}), rows, hold), nil
 }
 
 // PrepareDelete plans deleting the rows matching where (writing the new deletion vectors)
-// for a later DB.Commit.
+// for a later DB.Commit. The Write holds its deletion vectors against garbage collection
+// until it is committed or released (see Write).
+// Errors: ErrReadOnly, filter errors, store errors.
 func (t *Table) PrepareDelete(ctx context.Context, where string) (*Write, error) {
 	if t.readOnly {
 		return nil, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
 	}
+	hold := t.startWriteHold(ctx)
 	op, n, err := t.planDelete(ctx, where)
 	if err != nil {
+		hold.stop()
 		return nil, err
 	}
-	return &Write{table: t, rows: n, txn: manifest.NewTransaction(t.m.Version, op)}, nil
+	return newWrite(t, manifest.NewTransaction(t.m.Version, op), n, hold), nil
 }
 
 // logicalPublish reports whether a member publishes by strict compare-and-swap: operations
@@ -122,7 +168,18 @@ func logicalPublish(k manifest.OpKind) bool {
 // merges), otherwise the transaction is rejected with a conflict; appends fast-forward.
 // On any failure the group is aborted and its prepared versions count as empty, so the
 // outcome is Committed or Rejected; Unknown only if etcd cannot say which.
+//
+// Before the group begins, Options.BeforeFirstWrite runs for each member table not yet
+// written through this DB, in table-name order; its error rejects the commit with nothing
+// prepared. Every member's garbage-collection hold (see Write) is released when Commit
+// returns, whatever the outcome: a Write committed again after a rejection is protected
+// by gc's grace period only, so prepare it again if the retry may wait long.
+// Errors: ErrNeedsCatalog, ErrWriteReleased, the hook's, *manifest.ConflictError,
+// *UnknownError, catalog and store errors.
 func (db *DB) Commit(ctx context.Context, writes ...*Write) ([]CommitResult, error) {
+	for _, w := range writes {
+		defer w.hold.stop()
+	}
 	if db.cat == nil {
 		return nil, fmt.Errorf("multi-table commit: %w", ErrNeedsCatalog)
 	}
@@ -139,7 +196,15 @@ func (db *DB) Commit(ctx context.Context, writes ...*Write) ([]CommitResult, err
 		if slices.Contains(tables, w.table.name) {
 			return nil, fmt.Errorf("multi-table commit: table %q appears twice", w.table.name)
 		}
+		if w.released.Load() {
+			return nil, fmt.Errorf("multi-table commit: table %q: %w", w.table.name, ErrWriteReleased)
+		}
 		tables = append(tables, w.table.name)
+	}
+	for _, name := range tables {
+		if err := db.beforeFirstWrite(ctx, name); err != nil {
+			return nil, fmt.Errorf("multi-table commit over %v: %w", tables, err)
+		}
 	}
 	id := manifest.NewTransactionID()
 	release, err := db.cat.BeginGroup(ctx, id, groupTTL)

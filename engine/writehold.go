@@ -27,44 +27,67 @@ const DefaultWriteHoldAfter = 30 * time.Second
 // A hold that cannot be taken (etcd unreachable) is not an error: the write goes on under
 // the grace period's protection alone.
 func (t *Table) holdWhileWriting(ctx context.Context) (stop func()) {
+	return t.startWriteHold(ctx).stop
+}
+
+// writeHold is the lazy hold of one write (see holdWhileWriting): armed at the write's
+// start, taken in etcd only once the write has run for Options.WriteHoldAfter, released
+// by stop. A multi-table write (PrepareAppend, PrepareDelete) keeps its writeHold from
+// the prepare until DB.Commit returns or Write.Release.
+type writeHold struct {
+	ctx   context.Context // without cancel: the hold outlives the prepare's context
+	timer *time.Timer
+
+	mu      sync.Mutex
+	held    *catalog.Holding
+	stopped bool
+}
+
+// startWriteHold arms the lazy hold of a write starting now at the handle's version.
+// It returns nil (a valid writeHold that does nothing) without a catalog or when
+// Options.WriteHoldAfter is negative.
+func (t *Table) startWriteHold(ctx context.Context) *writeHold {
 	after := t.db.opts.WriteHoldAfter
 	if t.db.cat == nil || after < 0 {
-		return func() {}
+		return nil
 	}
 	if after == 0 {
 		after = DefaultWriteHoldAfter
 	}
-	start := time.Now().UTC()
-	read := t.m.Version
-	var (
-		mu      sync.Mutex
-		held    *catalog.Holding
-		stopped bool
-	)
-	hctx := context.WithoutCancel(ctx)
-	timer := time.AfterFunc(after, func() {
-		h, err := t.db.cat.AcquireHold(hctx, catalog.Hold{ID: "write-" + manifest.NewTransactionID(), Table: t.name,
-			Kind: HoldKindWrite, Version: read, Started: start}, 0)
+	cat, name := t.db.cat, t.name
+	hold := catalog.Hold{ID: "write-" + manifest.NewTransactionID(), Table: name, Kind: HoldKindWrite,
+		Version: t.m.Version, Started: time.Now().UTC()}
+	h := &writeHold{ctx: context.WithoutCancel(ctx)}
+	h.timer = time.AfterFunc(after, func() {
+		held, err := cat.AcquireHold(h.ctx, hold, 0)
 		if err != nil {
 			return
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped {
-			_ = h.Release(hctx)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.stopped {
+			_ = held.Release(h.ctx)
 			return
 		}
-		held = h
+		h.held = held
 	})
-	return func() {
-		timer.Stop()
-		mu.Lock()
-		defer mu.Unlock()
-		stopped = true
-		if held != nil {
-			rctx, cancel := context.WithTimeout(hctx, 10*time.Second)
-			defer cancel()
-			_ = held.Release(rctx) // on failure the lease expires within its TTL
-		}
+	return h
+}
+
+// stop releases the hold if it was taken and disarms it otherwise. Safe to call more than
+// once, concurrently, and on nil.
+func (h *writeHold) stop() {
+	if h == nil {
+		return
+	}
+	h.timer.Stop()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stopped = true
+	if h.held != nil {
+		rctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
+		defer cancel()
+		_ = h.held.Release(rctx) // on failure the lease expires within its TTL
+		h.held = nil
 	}
 }
