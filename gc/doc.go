@@ -16,6 +16,16 @@
 // with recovery.Recover, which collects their outputs. Sidecars and recovery claims are
 // not GC's. Keys GC does not recognise are kept and reported.
 //
+// Leftovers of dropped tables (when Run covers every table): engine.DB.DropTable deletes
+// the catalog pointer, then the manifests, then the other objects, so a drop that died
+// midway, or a short write that raced a drop, leaves objects under <table>/ with no
+// manifest; manifest.Tables no longer lists such a table. A top-level prefix with a
+// valid table name and data/, _deletions/, _txn/ or _versions/ children but no
+// manifest (DroppedCandidates) has those children deleted once older than the grace
+// period, unless the catalog has a pointer or a live hold for the name, or a pending
+// recovery sidecar names it. Other keys under it, top-level objects and the store's own
+// prefixes (_shale/, _recovery/, _probe/, .shale-tmp/) are never touched.
+//
 // Order (each step is safe to crash after; the next run finishes the job):
 //
 //  1. recovery.Recover (stale sidecars only: Options.MinAge);
@@ -28,5 +38,9 @@
 //  4. re-read the holds and HEAD: files of an expired version that a hold taken
 //     meanwhile needs, and of versions committed meanwhile, are kept;
 //  5. delete unreferenced files older than the grace period (or than the oldest live
-//     non-pin hold, minus HoldSkew), then old temp files.
+//     non-pin hold, minus HoldSkew);
+//  6. every table only: list the store, then for each manifest-less table prefix read
+//     the pointer, the holds, the pending sidecars and the manifests again, and delete
+//     its old objects (a table re-created meanwhile has a manifest or young files);
+//  7. old temp files and probe objects.
 package gc

@@ -2,6 +2,7 @@ package gc
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -39,13 +40,14 @@ type File struct {
 	Class Class  `json:"class,omitempty"`
 }
 
-// TableReport is what Run did to one table.
+// TableReport is what Run did to one table. In JSON every list is [] when empty, never
+// null, and Kept/KeptBytes are {} (see MarshalJSON).
 type TableReport struct {
 	Table        string         `json:"table"`
 	Published    uint64         `json:"published"` // the catalog pointer (0: none or no catalog)
 	Head         uint64         `json:"head"`
 	Floor        uint64         `json:"floor"` // lowest retained version
-	Holds        []catalog.Hold `json:"holds,omitempty"`
+	Holds        []catalog.Hold `json:"holds"`
 	LowWatermark uint64         `json:"low_watermark,omitempty"`
 	HasLow       bool           `json:"has_low_watermark"`
 	Sidecars     int            `json:"pending_sidecars,omitempty"` // pending sidecars left after recovery
@@ -53,29 +55,90 @@ type TableReport struct {
 	Expired      []uint64       `json:"expired"`
 	// ExpiredManifestBytes is the size of the expired versions' manifests, each now
 	// replaced by a tombstone of about 60 bytes.
-	ExpiredManifestBytes int64  `json:"expired_manifest_bytes"`
-	Deleted              []File `json:"deleted"`
-	BytesDeleted         int64  `json:"bytes_deleted"`
+	ExpiredManifestBytes int64 `json:"expired_manifest_bytes"`
+	// Deleted lists the objects this run deleted (see Report on concurrent runs).
+	Deleted      []File `json:"deleted"`
+	BytesDeleted int64  `json:"bytes_deleted"`
 	// Kept counts the objects kept under the table prefix by class, KeptBytes their bytes.
 	Kept      map[Class]int   `json:"kept"`
 	KeptBytes map[Class]int64 `json:"kept_bytes"`
 	BytesKept int64           `json:"bytes_kept"`
 	// Unknown lists keys of shapes GC does not recognise (kept).
-	Unknown []string `json:"unknown,omitempty"`
+	Unknown []string `json:"unknown"`
 }
 
-// Report is what Run did.
+// Report is what Run did. In JSON every list is [] when empty, never null (see
+// MarshalJSON).
+//
+// Concurrent runs: a file two runs both listed and both deleted is reported as deleted
+// by both (Deleted, DroppedLeftovers, StoreFiles, TempFiles, and an expired version in
+// both runs' Expired), so byte totals summed over concurrent runs can count a file
+// twice. This run cannot tell whose delete removed it: objstore.Store.Delete is
+// idempotent by contract (a missing object is not an error; S3's DeleteObject answers
+// 204 either way, and the local store swallows ENOENT). Each run's report is still an
+// upper bound of what it freed, and the store ends in the same state.
 type Report struct {
-	DryRun    bool               `json:"dry_run"`
-	Recovered []recovery.Outcome `json:"recovered,omitempty"`
+	DryRun bool `json:"dry_run"`
+	// Recovered are the outcomes of the recovery.Recover run first; the JSON key is
+	// "outcomes", as in recovery.Report (shale recover --json).
+	Recovered []recovery.Outcome `json:"outcomes"`
 	Tables    []TableReport      `json:"tables"`
+	// DroppedLeftovers are objects of dropped tables deleted (or, in a dry run,
+	// deletable): a top-level prefix shaped like a table (data/, _deletions/, _txn/ or
+	// _versions/ children) with no manifest, no catalog pointer, no live hold and no
+	// pending recovery sidecar, a drop that died midway or a short write that raced one.
+	// Only when Run covers every table.
+	DroppedLeftovers []File `json:"dropped_leftovers"`
+	// DroppedKept counts such objects kept: younger than the grace period, or of a
+	// prefix in DroppedSkipped.
+	DroppedKept int `json:"dropped_kept"`
+	// DroppedSkipped lists the manifest-less table prefixes left whole, and why.
+	DroppedSkipped []DroppedSkip `json:"dropped_skipped"`
 	// TempFiles are a local store's temp files deleted (or, in a dry run, deletable).
-	TempFiles []File `json:"temp_files,omitempty"`
+	TempFiles []File `json:"temp_files"`
 	// TempKept counts temp files kept (younger than the grace period).
-	TempKept int `json:"temp_kept,omitempty"`
+	TempKept int `json:"temp_kept"`
 	// StoreFiles are store-wide leftovers deleted: precondition-probe objects
 	// (objstore.ProbeKeyPrefix) of a process that died while opening the store.
-	StoreFiles []File `json:"store_files,omitempty"`
+	StoreFiles []File `json:"store_files"`
+}
+
+// MarshalJSON encodes r with [] for every empty list.
+func (r Report) MarshalJSON() ([]byte, error) {
+	type plain Report
+	p := plain(r)
+	p.Recovered = orEmpty(p.Recovered)
+	p.Tables = orEmpty(p.Tables)
+	p.DroppedLeftovers = orEmpty(p.DroppedLeftovers)
+	p.DroppedSkipped = orEmpty(p.DroppedSkipped)
+	p.TempFiles = orEmpty(p.TempFiles)
+	p.StoreFiles = orEmpty(p.StoreFiles)
+	return json.Marshal(p)
+}
+
+// MarshalJSON encodes t with [] for every empty list and {} for empty maps.
+func (t TableReport) MarshalJSON() ([]byte, error) {
+	type plain TableReport
+	p := plain(t)
+	p.Holds = orEmpty(p.Holds)
+	p.Retained = orEmpty(p.Retained)
+	p.Expired = orEmpty(p.Expired)
+	p.Deleted = orEmpty(p.Deleted)
+	p.Unknown = orEmpty(p.Unknown)
+	if p.Kept == nil {
+		p.Kept = map[Class]int{}
+	}
+	if p.KeptBytes == nil {
+		p.KeptBytes = map[Class]int64{}
+	}
+	return json.Marshal(p)
+}
+
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 // ErrGC wraps every error Run returns about one table (errors.Is(err, ErrGC)); the
@@ -84,7 +147,8 @@ var ErrGC = errors.New("gc")
 
 // Run garbage-collects table ("" = every table in the store) in store s under policy p.
 // cat is the catalog (nil: a bare store; HEAD counts as published and there are no
-// holds). See the package comment for what is kept, what is deleted, and in which order.
+// holds). See the package comment for what is kept, what is deleted, and in which order;
+// with table "" Run also deletes the leftovers of dropped tables (Report.DroppedLeftovers).
 //
 // Errors wrap ErrGC and name the table and, where there is one, the object key and
 // version. A failure on one table stops the run (the report holds what was done).
@@ -120,6 +184,11 @@ func RunWithRecover(ctx context.Context, s objstore.Store, cat *catalog.Catalog,
 		rep.Tables = append(rep.Tables, tr)
 		if err != nil {
 			return rep, fmt.Errorf("%w: table %q: %w", ErrGC, t, err)
+		}
+	}
+	if table == "" {
+		if err := collectDropped(ctx, s, cat, p, &rep); err != nil {
+			return rep, fmt.Errorf("%w: %w", ErrGC, err)
 		}
 	}
 	if err := collectTemp(ctx, s, p, &rep); err != nil {

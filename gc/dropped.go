@@ -1,0 +1,158 @@
+package gc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/manifest/catalog"
+	"github.com/shale-db/shale/recovery"
+)
+
+// tableDirs are the children that make a top-level prefix look like a table directory.
+var tableDirs = []string{"data/", "_deletions/", "_txn/", "_versions/"}
+
+// reserved are store-wide prefixes that are never a table's, whatever they hold (table
+// names cannot start with '_' or '.' either; this is belt and braces).
+var reserved = []string{"_shale/", recovery.Dir, objstore.ProbeKeyPrefix, objstore.TempDir + "/"}
+
+// DroppedCandidates groups a listing of the whole store (objs, any order) into the
+// top-level prefixes that look like the remains of a dropped table: a valid table name,
+// at least one object under data/, _deletions/, _txn/ or _versions/, and no manifest
+// (no key under _versions/ that parses as one; a tombstone counts as a manifest). It
+// returns each such table's objects under those four directories, ascending by key;
+// other objects under the prefix (shapes GC does not recognise) are left out, so they
+// are never deleted. Reserved prefixes (_shale/, _recovery/, _probe/, .shale-tmp/) and
+// top-level objects are never candidates. Pure.
+func DroppedCandidates(objs []objstore.ObjectInfo) map[string][]objstore.ObjectInfo {
+	out := map[string][]objstore.ObjectInfo{}
+	live := map[string]bool{}
+	for _, o := range objs {
+		if isReserved(o.Key) {
+			continue
+		}
+		table, rest, ok := strings.Cut(o.Key, "/")
+		if !ok || manifest.ValidateTableName(table) != nil {
+			continue
+		}
+		if strings.HasPrefix(rest, "_versions/") {
+			if _, err := manifest.ParseManifestKey(table, o.Key); err == nil {
+				live[table] = true
+				continue
+			}
+		}
+		for _, d := range tableDirs {
+			if strings.HasPrefix(rest, d) && len(rest) > len(d) {
+				out[table] = append(out[table], o)
+				break
+			}
+		}
+	}
+	for t := range live {
+		delete(out, t)
+	}
+	for _, list := range out {
+		sort.Slice(list, func(i, j int) bool { return list[i].Key < list[j].Key })
+	}
+	return out
+}
+
+func isReserved(key string) bool {
+	for _, p := range reserved {
+		if strings.HasPrefix(key, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// DroppedSkip says why a dropped table's leftovers were all kept.
+type DroppedSkip struct {
+	Table  string `json:"table"`
+	Reason string `json:"reason"`
+}
+
+// collectDropped deletes the leftovers of dropped tables (see DroppedCandidates) older
+// than the grace period. A candidate is skipped whole when the catalog has a pointer for
+// it, a live hold on it, or a pending recovery sidecar names it (or cannot be read), or
+// when a manifest appeared under it since the listing (the table was re-created).
+// Objects younger than the grace period are kept (a short write racing the drop, or the
+// first files of a table being created under the same name).
+func collectDropped(ctx context.Context, s objstore.Store, cat *catalog.Catalog, p Policy, rep *Report) error {
+	objs, err := s.List(ctx, "", 0)
+	if err != nil {
+		return fmt.Errorf("list %s: %w", s.URL(), err)
+	}
+	cands := DroppedCandidates(objs)
+	tables := make([]string, 0, len(cands))
+	for t := range cands {
+		tables = append(tables, t)
+	}
+	sort.Strings(tables)
+	// The listing came first: a pointer, hold or sidecar made before it is seen below.
+	for _, t := range tables {
+		why, err := droppedBlocker(ctx, s, cat, t)
+		if err != nil {
+			return fmt.Errorf("table %q (dropped?): %w", t, err)
+		}
+		if why != "" {
+			rep.DroppedSkipped = append(rep.DroppedSkipped, DroppedSkip{Table: t, Reason: why})
+			rep.DroppedKept += len(cands[t])
+			continue
+		}
+		cutoff := time.Now().Add(-p.GracePeriod)
+		for _, o := range cands[t] {
+			if o.ModTime.After(cutoff) {
+				rep.DroppedKept++
+				continue
+			}
+			if !p.DryRun {
+				if err := s.Delete(ctx, o.Key); err != nil {
+					return &manifest.ObjectError{Table: t, Key: o.Key, Err: fmt.Errorf("delete dropped table's leftover: %w", err)}
+				}
+			}
+			rep.DroppedLeftovers = append(rep.DroppedLeftovers, File{Key: o.Key, Bytes: o.Size, Class: Garbage})
+		}
+	}
+	return nil
+}
+
+// droppedBlocker returns why table's leftovers must stay ("" if nothing protects them).
+func droppedBlocker(ctx context.Context, s objstore.Store, cat *catalog.Catalog, table string) (string, error) {
+	if cat != nil {
+		_, _, err := cat.Get(ctx, table)
+		switch {
+		case err == nil:
+			return "the catalog has a pointer for it (manifests missing: run shale verify)", nil
+		case !errors.Is(err, catalog.ErrNoPointer):
+			return "", fmt.Errorf("read published version: %w", err)
+		}
+		holds, err := cat.Holds(ctx, table)
+		if err != nil {
+			return "", fmt.Errorf("read holds: %w", err)
+		}
+		if len(holds) > 0 {
+			return fmt.Sprintf("%d live hold(s), e.g. %s %s", len(holds), holds[0].Kind, holds[0].ID), nil
+		}
+	}
+	keys, err := recovery.Pending(ctx, s, table)
+	if err != nil {
+		return "", err
+	}
+	if len(keys) > 0 {
+		return "pending recovery sidecar " + keys[0], nil
+	}
+	vs, err := manifest.Versions(ctx, s, table)
+	if err != nil {
+		return "", err
+	}
+	if len(vs) > 0 {
+		return "a manifest appeared (table re-created)", nil
+	}
+	return "", nil
+}
