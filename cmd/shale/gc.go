@@ -39,7 +39,11 @@ pending recovery sidecar names are left to recovery, and stale sidecars are reso
 first (as shale recover does). --dry-run prints what would go and deletes nothing.
 A write that runs longer than 30 s holds its files in the catalog; a shorter one is
 protected by --grace alone, so --grace under 1m needs --no-writers.
-Without TABLE every table is collected.`,
+Without TABLE every table is collected, and so are the leftovers of dropped tables:
+objects under data/, _deletions/, _txn/ or _versions/ of a prefix with no manifest
+(a drop that died midway, or a write that raced a drop), unless the catalog still has
+a pointer or a hold for that name or a recovery sidecar names it. In --json the
+recovery step's results are under "outcomes", as in shale recover --json.`,
 		Example: `  shale gc --dry-run
   shale gc flights --keep-last 5 --keep-newer 24h --grace 1h --json`,
 		Args: cobra.MaximumNArgs(1),
@@ -78,9 +82,7 @@ Without TABLE every table is collected.`,
 			}
 			rep, gerr := gc.Run(cmd.Context(), db.Store(), db.Catalog(), table, p)
 			if a.jsonOut {
-				if rep.Tables == nil {
-					rep.Tables = []gc.TableReport{}
-				}
+				// gc.Report encodes empty lists as [], never null.
 				if err := a.printJSON(rep); err != nil {
 					return err
 				}
@@ -141,6 +143,17 @@ func (a *app) printGC(rep gc.Report, grace time.Duration) {
 		a.printf("\n")
 		if len(t.Unknown) > 0 {
 			a.printf("  kept %d unrecognised object(s), e.g. %s\n", len(t.Unknown), t.Unknown[0])
+		}
+	}
+	if len(rep.DroppedLeftovers) > 0 || rep.DroppedKept > 0 {
+		var n int64
+		for _, f := range rep.DroppedLeftovers {
+			a.printf("%s %s (%s, left by a dropped table)\n", strings.ToLower(verb), f.Key, humanBytes(f.Bytes))
+			n += f.Bytes
+		}
+		a.printf("dropped tables' leftovers: %s %d (%s), kept %d\n", strings.ToLower(verb), len(rep.DroppedLeftovers), humanBytes(n), rep.DroppedKept)
+		for _, sk := range rep.DroppedSkipped {
+			a.printf("  kept the leftovers of %s: %s\n", sk.Table, sk.Reason)
 		}
 	}
 	if len(rep.TempFiles) > 0 || rep.TempKept > 0 {

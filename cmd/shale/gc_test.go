@@ -92,3 +92,74 @@ func TestGC(t *testing.T) {
 	e.fails(1, []string{"not found"}, "gc", "nosuch")
 	e.ok("gc", tbl, "--grace", "0", "--no-writers", "--dry-run")
 }
+
+// TestGCDroppedLeftoversJSON: `shale gc --json` over every table deletes an old file
+// left under a dropped table's prefix, keeps a young one and the live table's files,
+// and prints [] (never null) for empty lists, with the recovery step's results under
+// "outcomes" as `shale recover --json` prints them.
+func TestGCDroppedLeftoversJSON(t *testing.T) {
+	e := freshEnv(t)
+	e.ok("import", e.file("a.csv", "a,b\n1,x\n2,y\n"), "--table", "live")
+	e.ok("import", e.file("a.csv", "a,b\n1,x\n2,y\n"), "--table", "gone")
+	e.ok("drop", "gone")
+	store := filepath.Join(e.home, "store")
+	plant := func(key string, age time.Duration) {
+		p := filepath.Join(store, filepath.FromSlash(key))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("raced the drop"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		when := time.Now().Add(-age)
+		if err := os.Chtimes(p, when, when); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old, young := "gone/data/RACEDDROP.arrow", "gone/data/YOUNG.arrow"
+	plant(old, 2*time.Hour)
+	plant(young, time.Minute)
+	liveRows := e.ok("query", "live", "--format", "csv")
+
+	out := e.ok("gc", "--json")
+	if strings.Contains(out, "null") {
+		t.Fatalf("null in shale gc --json:\n%s", out)
+	}
+	var rep struct {
+		Outcomes         []json.RawMessage `json:"outcomes"`
+		DroppedLeftovers []struct {
+			Key   string `json:"key"`
+			Bytes int64  `json:"bytes"`
+		} `json:"dropped_leftovers"`
+		DroppedKept int `json:"dropped_kept"`
+		Tables      []struct {
+			Table   string            `json:"table"`
+			Deleted []json.RawMessage `json:"deleted"`
+			Expired []uint64          `json:"expired"`
+			Holds   []json.RawMessage `json:"holds"`
+		} `json:"tables"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	if rep.Outcomes == nil || len(rep.DroppedLeftovers) != 1 || rep.DroppedLeftovers[0].Key != old ||
+		rep.DroppedLeftovers[0].Bytes != int64(len("raced the drop")) || rep.DroppedKept != 1 {
+		t.Fatalf("shale gc --json:\n%s", out)
+	}
+	if len(rep.Tables) != 1 || rep.Tables[0].Table != "live" || rep.Tables[0].Deleted == nil || rep.Tables[0].Holds == nil || len(rep.Tables[0].Deleted) != 0 {
+		t.Fatalf("tables in shale gc --json:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(store, old)); !os.IsNotExist(err) {
+		t.Fatalf("%s still there: %v", old, err)
+	}
+	if _, err := os.Stat(filepath.Join(store, young)); err != nil {
+		t.Fatalf("young leftover %s deleted: %v", young, err)
+	}
+	if got := e.ok("query", "live", "--format", "csv"); got != liveRows {
+		t.Fatalf("live rows changed by gc:\n%s\nwant\n%s", got, liveRows)
+	}
+	text := e.ok("gc", "--dry-run")
+	if !strings.Contains(text, "dropped tables' leftovers: would delete 0") || !strings.Contains(text, "kept 1") {
+		t.Fatalf("shale gc --dry-run:\n%s", text)
+	}
+}
