@@ -126,20 +126,35 @@ func (a *app) printRepair(r repair.Result, err error, named bool) {
 	for _, k := range r.Unreadable {
 		a.printf("  unreadable sidecar %s (may name any of these)\n", k)
 	}
+	// A refusal or failure is also the command's error, printed once on stderr; here
+	// only what it means for this table and what to do next.
+	prefix := "  "
+	if err != nil && !r.Repaired {
+		if !refusal(err) {
+			a.printf("  not published; see the error\n")
+			return
+		}
+		prefix = "  refused: "
+	}
 	switch {
 	case r.Repaired:
 		a.printf("  published version %d (pointer now %d)\n", r.Target, r.PublishedNow)
-	case err != nil:
-		a.printf("  refused: %v\n", err)
 	case r.Decision == repair.GroupPending:
-		a.printf("  a multi-table group is still deciding: its commit publishes these versions; retry later\n")
+		a.printf("%sa multi-table group is still deciding: its commit publishes these versions; retry later\n", prefix)
 	case r.Decision == repair.OnlyAborted:
-		a.printf("  only versions of aborted multi-table groups: nothing to publish\n")
+		a.printf("%sonly versions of aborted multi-table groups: nothing to publish\n", prefix)
 	case r.Decision == repair.RunRecover:
-		a.printf("  a recovery sidecar covers this drift: run 'shale recover %s'\n", r.Table)
+		a.printf("%sa recovery sidecar covers this drift: run 'shale recover %s'\n", prefix, r.Table)
 	case r.Decision == repair.NeedsForce:
-		a.printf("  logical drift: 'shale repair %s --force --confirm' publishes it\n", r.Table)
+		a.printf("%slogical drift: 'shale repair %s --force --confirm' publishes it\n", prefix, r.Table)
 	case r.Decision == repair.Publishable:
-		a.printf("  maintenance only: 'shale repair %s --confirm' publishes it\n", r.Table)
+		a.printf("%smaintenance only: 'shale repair %s --confirm' publishes it\n", prefix, r.Table)
 	}
+}
+
+// refusal reports whether err is repair declining to publish (as opposed to a failure
+// while publishing).
+func refusal(err error) bool {
+	return errors.Is(err, repair.ErrLogicalDrift) || errors.Is(err, repair.ErrSidecarPending) ||
+		errors.Is(err, repair.ErrGroupPending) || errors.Is(err, repair.ErrPublishedAhead)
 }

@@ -57,7 +57,12 @@ func TestRepairCLI(t *testing.T) {
 		len(plans[0].Versions) != 1 || plans[0].Versions[0].Class != "logical" || plans[0].Versions[0].Kind != "append" {
 		t.Fatalf("preview --json: %+v", plans)
 	}
-	e.fails(1, []string{logical, "logical drift", "append"}, "repair", logical, "--confirm")
+	// The refusal is printed once: the error on stderr; stdout says only what to do next.
+	r := e.fails(1, []string{logical, "logical drift", "append"}, "repair", logical, "--confirm")
+	if strings.Count(r.stdout+r.stderr, "is a logical append") != 1 ||
+		!strings.Contains(r.stdout, "refused: logical drift: 'shale repair "+logical+" --force --confirm'") {
+		t.Fatalf("refusal printed twice or without the next step:\n%v", r)
+	}
 	if got := e.ok("query", logical, "--format", "csv"); got != before {
 		t.Fatalf("refused repair changed the rows:\n%s", got)
 	}
@@ -78,7 +83,11 @@ func TestRepairCLI(t *testing.T) {
 	}
 	want := e.ok("query", maint, "--format", "csv")
 	e.killedAt("compaction.before_publish", "compact", maint)
-	e.fails(1, []string{maint, "sidecar", "run recover"}, "repair", maint, "--force", "--confirm")
+	r = e.fails(1, []string{maint, "sidecar", "run recover"}, "repair", maint, "--force", "--confirm")
+	if strings.Count(r.stdout+r.stderr, "is named by sidecar") != 1 ||
+		!strings.Contains(r.stdout, "refused: a recovery sidecar covers this drift: run 'shale recover "+maint+"'") {
+		t.Fatalf("refusal printed twice or without the next step:\n%v", r)
+	}
 	if out := e.ok("repair", maint); !strings.Contains(out, "rewrite") || !strings.Contains(out, "named by sidecar") ||
 		!strings.Contains(out, "shale recover") {
 		t.Fatalf("preview with a sidecar:\n%s", out)
