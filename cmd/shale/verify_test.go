@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,5 +33,30 @@ func TestVerifyCommand(t *testing.T) {
 	r := e.run("verify", tbl)
 	if r.code != 1 || !strings.Contains(r.stdout+r.stderr, filepath.Base(files[0])) {
 		t.Fatalf("verify of a corrupt file: %v", r)
+	}
+	// The fault line and the summary give the damaged file's size in the store, not 0.
+	size := fmt.Sprintf("%d bytes", len(b))
+	if !strings.Contains(r.stdout, filepath.Base(files[0])+" ("+size+"): data file") ||
+		!strings.Contains(r.stdout, "1 data file(s), 1 deletion vector(s), ") || strings.Contains(r.stdout, " 0 bytes") {
+		t.Fatalf("verify of a corrupt file does not give its size %s:\n%v", size, r)
+	}
+	// Truncated: the fault gives the stored size and the manifest's.
+	if err := os.WriteFile(files[0], b[:len(b)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Faults []struct {
+			Key     string `json:"key"`
+			Problem string `json:"problem"`
+			Size    *int64 `json:"size"`
+		} `json:"faults"`
+	}
+	r = e.run("verify", tbl, "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 1 {
+		t.Fatalf("verify --json: %v\n%v", err, r)
+	}
+	if len(rep.Faults) != 1 || rep.Faults[0].Size == nil || *rep.Faults[0].Size != int64(len(b)/2) ||
+		!strings.Contains(rep.Faults[0].Problem, fmt.Sprintf("the manifest says %d bytes", len(b))) {
+		t.Fatalf("verify --json of a truncated file:\n%s", r.stdout)
 	}
 }
