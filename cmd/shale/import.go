@@ -41,9 +41,10 @@ func (a *app) importCommand() *cobra.Command {
 	var table string
 	var opts importOptions
 	cmd := &cobra.Command{
-		Use:   "import FILE --table TABLE",
+		Use:   "import FILE [--table TABLE]",
 		Short: "Import a Parquet, Arrow IPC, CSV or JSON Lines file",
-		Long: `Import a file into a table in one new version.
+		Long: `Import a file into a table in one new version. The table is --table, by default the
+file's name without its extension (trips.csv goes into the table trips).
 
 Formats (from the extension, or --format): parquet (.parquet), arrow (.arrow, .feather,
 .ipc: Arrow IPC file or stream), csv (.csv), tsv (.tsv), jsonl (.jsonl, .ndjson, .json:
@@ -54,8 +55,8 @@ existing table's column types are used otherwise.
 A missing table is created with the file's schema; an existing one gets the rows
 appended (the file must have the table's columns and types, else nothing is committed).
 The file is streamed in batches of ` + fmt.Sprint(importBatchRows) + ` rows, so memory stays bounded.`,
-		Example: `  shale import flights.parquet --table flights
-  shale import trips.csv --table trips
+		Example: `  shale import flights.parquet
+  shale import trips-2024.csv --table trips
   shale import events.log --format jsonl --table events`,
 		Args: exactArgs("FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {

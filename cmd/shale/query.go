@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -81,11 +83,37 @@ func (a *app) tableAt(ctx context.Context, name string, v *uint64) (*engine.Tabl
 	if err := manifest.ValidateTableName(name); err != nil {
 		return nil, err
 	}
+	if *v == 0 {
+		return nil, usagef("--version 0 does not exist: versions start at 1 (the table's creation)")
+	}
 	db, err := a.open(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return db.OpenTableAt(ctx, name, *v)
+	t, err := db.OpenTableAt(ctx, name, *v)
+	if errors.Is(err, manifest.ErrVersionNotFound) {
+		return nil, versionNotFound(ctx, db, name, *v, err)
+	}
+	return t, err
+}
+
+// versionNotFound words the failure to load version v of a table (err, matching
+// manifest.ErrVersionNotFound) for the operator: a missing table is
+// manifest.ErrTableNotFound; a version above HEAD names HEAD, and an expired one says so,
+// both without the internal manifest key. A manifest missing below HEAD (damage) keeps
+// err, which names the key. The result matches err's classes.
+func versionNotFound(ctx context.Context, db *engine.DB, name string, v uint64, err error) error {
+	head, herr := manifest.Head(ctx, db.Store(), name)
+	var oe *manifest.ObjectError
+	switch {
+	case errors.Is(herr, manifest.ErrTableNotFound):
+		return herr
+	case errors.Is(err, manifest.ErrVersionExpired) && errors.As(err, &oe):
+		return fmt.Errorf("table %q version %d: %w", name, v, oe.Err)
+	case herr == nil && v > head:
+		return fmt.Errorf("table %q has no version %d (HEAD is %d): %w", name, v, head, manifest.ErrVersionNotFound)
+	}
+	return err
 }
 
 func (a *app) query(ctx context.Context, name string, v *uint64, opts engine.ScanOptions, format string) error {

@@ -1,38 +1,163 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/shale-db/shale/engine"
+	"github.com/shale-db/shale/manifest/catalog"
+	"github.com/shale-db/shale/recovery"
 )
+
+// statusSidecar is one pending recovery sidecar as status reports it.
+type statusSidecar struct {
+	Key       string    `json:"key"`
+	Table     string    `json:"table,omitempty"` // "" when the sidecar cannot be read
+	Operation string    `json:"operation,omitempty"`
+	Kind      string    `json:"kind,omitempty"`
+	Created   time.Time `json:"created,omitzero"`
+	// Running: a live catalog hold carries the operation's id, so the operation is still
+	// going and recovery leaves it alone.
+	Running bool   `json:"running"`
+	Error   string `json:"error,omitempty"` // why the sidecar cannot be read
+}
+
+// statusRow is one table's line of `shale status`.
+type statusRow struct {
+	Table     string `json:"table"`
+	Head      uint64 `json:"head"`
+	Published uint64 `json:"published"`
+	Drift     uint64 `json:"drift"`
+	// PendingSidecars counts the table's sidecars whose operation is not running: work
+	// for 'shale recover'.
+	PendingSidecars int `json:"pending_sidecars"`
+	// RunningOperations counts the table's sidecars whose operation holds a live hold.
+	RunningOperations int            `json:"running_operations"`
+	Holds             []catalog.Hold `json:"holds"` // live holds on the table
+	State             string         `json:"state"`
+}
+
+// maintenance is what status reads besides HEAD and the published pointer: the pending
+// recovery sidecars (one LIST plus one GET each) and the live holds (one etcd range
+// read). Both are reads only.
+type maintenance struct {
+	sidecars []statusSidecar
+	holds    []catalog.Hold
+}
+
+func readMaintenance(ctx context.Context, db *engine.DB) (maintenance, error) {
+	var m maintenance
+	if cat := db.Catalog(); cat != nil {
+		hs, err := cat.Holds(ctx, "")
+		if err != nil {
+			return m, err
+		}
+		m.holds = hs
+	}
+	scs, err := recovery.PendingSidecars(ctx, db.Store(), "")
+	if err != nil {
+		return m, err
+	}
+	for _, k := range scs {
+		s := statusSidecar{Key: k.Key}
+		if k.Err != nil {
+			s.Error = k.Err.Error()
+		} else {
+			s.Table, s.Operation, s.Kind, s.Created = k.Sidecar.Table, k.Sidecar.OperationID, k.Sidecar.Kind, k.Sidecar.Created
+			for _, h := range m.holds {
+				s.Running = s.Running || (h.Table == s.Table && h.ID == s.Operation)
+			}
+		}
+		m.sidecars = append(m.sidecars, s)
+	}
+	return m, nil
+}
+
+// statusRows joins the tables' status with their sidecars and holds, and words the state.
+func statusRows(sts []engine.TableStatus, m maintenance) []statusRow {
+	out := []statusRow{}
+	for _, s := range sts {
+		r := statusRow{Table: s.Table, Head: s.Head, Published: s.Published, Drift: s.Drift, Holds: []catalog.Hold{}}
+		for _, sc := range m.sidecars {
+			switch {
+			case sc.Table != s.Table:
+			case sc.Running:
+				r.RunningOperations++
+			default:
+				r.PendingSidecars++
+			}
+		}
+		for _, h := range m.holds {
+			if h.Table == s.Table {
+				r.Holds = append(r.Holds, h)
+			}
+		}
+		var state []string
+		switch {
+		case s.Published > s.Head:
+			state = append(state, "CORRUPT: HEAD below published")
+		case s.Published == 0:
+			state = append(state, "never published")
+		case s.Drift > 0:
+			state = append(state, fmt.Sprintf("%d unpublished version(s)", s.Drift))
+		case r.PendingSidecars == 0 && len(r.Holds) == 0:
+			state = append(state, "in sync")
+		default:
+			state = append(state, "published = HEAD")
+		}
+		if r.PendingSidecars > 0 {
+			state = append(state, fmt.Sprintf("%d recovery sidecar(s) pending", r.PendingSidecars))
+		}
+		if r.RunningOperations > 0 {
+			state = append(state, fmt.Sprintf("%d maintenance operation(s) running", r.RunningOperations))
+		}
+		if len(r.Holds) > 0 {
+			state = append(state, fmt.Sprintf("%d hold(s)", len(r.Holds)))
+		}
+		r.State = strings.Join(state, "; ")
+		out = append(out, r)
+	}
+	return out
+}
 
 func (a *app) statusCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
-		Short: "Compare each table's HEAD with its published version",
+		Short: "Compare each table's HEAD with its published version; show pending recovery and holds",
 		Long: `For every table in the store: HEAD (the highest committed version), the published
 version readers are directed to (kept in etcd), and the drift between them. Drift means
 a commit in flight or a publish that did not finish; HEAD below published is corruption
-and makes the command fail after printing the rest.`,
+and makes the command fail after printing the rest.
+
+Also listed: recovery sidecars (_recovery/*.json) left by maintenance operations, pending
+(work for 'shale recover') or belonging to an operation still running (it holds a live
+catalog hold), and the live holds on each table: running compactions, pinned readers,
+long writes. A table is "in sync" only with no drift, no pending sidecar and no hold.
+status only reads.`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, err := a.open(cmd.Context())
+			ctx := cmd.Context()
+			db, err := a.open(ctx)
 			if err != nil {
 				return err
 			}
-			sts, serr := db.Status(cmd.Context())
+			sts, serr := db.Status(ctx)
+			m, err := readMaintenance(ctx, db)
+			if err != nil {
+				return err
+			}
+			rows := statusRows(sts, m)
 			if a.jsonOut {
-				type row struct {
-					Table     string `json:"table"`
-					Head      uint64 `json:"head"`
-					Published uint64 `json:"published"`
-					Drift     uint64 `json:"drift"`
+				sidecars := m.sidecars
+				if sidecars == nil {
+					sidecars = []statusSidecar{}
 				}
-				out := []row{}
-				for _, s := range sts {
-					out = append(out, row{s.Table, s.Head, s.Published, s.Drift})
-				}
-				if err := a.printJSON(map[string]any{"store": db.Store().URL(), "etcd": a.coord.Endpoints(), "tables": out}); err != nil {
+				if err := a.printJSON(map[string]any{"store": db.Store().URL(), "etcd": a.coord.Endpoints(),
+					"tables": rows, "sidecars": sidecars}); err != nil {
 					return err
 				}
 				return serr
@@ -40,23 +165,52 @@ and makes the command fail after printing the rest.`,
 			a.printf("store: %s\netcd:  %v\n\n", db.Store().URL(), a.coord.Endpoints())
 			if len(sts) == 0 {
 				a.printf("no tables\n")
-				return serr
-			}
-			rows := [][]string{{"TABLE", "HEAD", "PUBLISHED", "DRIFT", "STATE"}}
-			for _, s := range sts {
-				state := "in sync"
-				switch {
-				case s.Published > s.Head:
-					state = "CORRUPT: HEAD below published"
-				case s.Published == 0:
-					state = "never published"
-				case s.Drift > 0:
-					state = fmt.Sprintf("%d unpublished version(s)", s.Drift)
+			} else {
+				grid := [][]string{{"TABLE", "HEAD", "PUBLISHED", "DRIFT", "SIDECARS", "HOLDS", "STATE"}}
+				for _, r := range rows {
+					grid = append(grid, []string{r.Table, fmt.Sprint(r.Head), fmt.Sprint(r.Published), fmt.Sprint(r.Drift),
+						fmt.Sprint(r.PendingSidecars), fmt.Sprint(len(r.Holds)), r.State})
 				}
-				rows = append(rows, []string{s.Table, fmt.Sprint(s.Head), fmt.Sprint(s.Published), fmt.Sprint(s.Drift), state})
+				a.printGrid(grid, map[int]bool{1: true, 2: true, 3: true, 4: true, 5: true})
 			}
-			a.printGrid(rows, map[int]bool{1: true, 2: true, 3: true})
+			a.printMaintenance(m, time.Now())
 			return serr
 		},
+	}
+}
+
+// printMaintenance lists the live holds and the sidecars, with what to do about pending ones.
+func (a *app) printMaintenance(m maintenance, now time.Time) {
+	if len(m.holds) > 0 {
+		a.printf("\nholds:\n")
+		for _, h := range m.holds {
+			a.printf("  %s: %s %s keeps version %d and up, since %s ago (holder %s)\n",
+				h.Table, h.Kind, h.ID, h.Version, now.Sub(h.Started).Round(time.Second), h.Holder)
+		}
+	}
+	if len(m.sidecars) == 0 {
+		return
+	}
+	a.printf("\nrecovery sidecars:\n")
+	pending := map[string]bool{}
+	for _, s := range m.sidecars {
+		switch {
+		case s.Error != "":
+			a.printf("  %s: unreadable (%s)\n", s.Key, s.Error)
+			pending[""] = true
+		case s.Running:
+			a.printf("  %s: %s %s %s, running (its hold is live)\n", s.Table, s.Kind, s.Operation, s.Key)
+		default:
+			a.printf("  %s: %s %s %s, pending since %s ago\n", s.Table, s.Kind, s.Operation, s.Key, now.Sub(s.Created).Round(time.Second))
+			pending[s.Table] = true
+		}
+	}
+	switch {
+	case len(pending) == 1 && !pending[""]:
+		for t := range pending {
+			a.printf("run 'shale recover %s' to resolve the pending sidecar(s)\n", t)
+		}
+	case len(pending) > 0:
+		a.printf("run 'shale recover' to resolve the pending sidecar(s)\n")
 	}
 }

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestQueryVersionErrors: --version 0 is a usage error saying versions start at 1; a
+// version above HEAD names HEAD, and neither shows the internal manifest key.
+func TestQueryVersionErrors(t *testing.T) {
+	e := sharedEnv(t)
+	tbl := e.table("qver")
+	csv := e.file("q.csv", "a\n1\n")
+	for range 4 {
+		e.ok("import", csv, "--table", tbl) // versions 2..5 (the first creates version 1)
+	}
+	for _, cmd := range []string{"query", "inspect"} {
+		r := e.fails(2, []string{"--version 0", "versions start at 1"}, cmd, tbl, "--version", "0")
+		if strings.Contains(r.stderr, "_versions/") {
+			t.Fatalf("%s --version 0 shows the manifest key: %q", cmd, r.stderr)
+		}
+		r = e.fails(1, []string{`table "` + tbl + `" has no version 99 (HEAD is 5)`, "version not found"}, cmd, tbl, "--version", "99")
+		if strings.Contains(r.stderr, "_versions/") {
+			t.Fatalf("%s --version 99 shows the manifest key: %q", cmd, r.stderr)
+		}
+	}
+	e.fails(1, []string{"table not found", "nosuch_qver"}, "query", "nosuch_qver", "--version", "3")
+	if out := e.ok("query", tbl, "--version", "5", "--format", "csv"); out != "a\n1\n1\n1\n1\n" {
+		t.Fatalf("version 5: %q", out)
+	}
+}
+
+// TestImportUsageTableOptional: the usage line shows --table as optional (it defaults to
+// the file name), and an import without it goes into the table named after the file.
+func TestImportUsageTableOptional(t *testing.T) {
+	e := sharedEnv(t)
+	help := e.ok("import", "--help")
+	if !strings.Contains(help, "shale import FILE [--table TABLE]") || strings.Contains(help, "import FILE --table TABLE") {
+		t.Fatalf("import usage:\n%s", help)
+	}
+	tbl := e.table("imp")
+	out := e.ok("import", e.file(tbl+".csv", "a\n1\n"))
+	if !strings.Contains(out, "Created "+tbl) {
+		t.Fatalf("import without --table: %q", out)
+	}
+}
+
+// statusOf returns the status --json row of table.
+func (e *env) statusOf(table string) (row statusRow, sidecars []statusSidecar) {
+	e.t.Helper()
+	var st struct {
+		Tables   []statusRow     `json:"tables"`
+		Sidecars []statusSidecar `json:"sidecars"`
+	}
+	if err := json.Unmarshal([]byte(e.ok("status", "--json")), &st); err != nil {
+		e.t.Fatal(err)
+	}
+	for _, s := range st.Sidecars {
+		if s.Table == table {
+			sidecars = append(sidecars, s)
+		}
+	}
+	for _, r := range st.Tables {
+		if r.Table == table {
+			return r, sidecars
+		}
+	}
+	e.t.Fatalf("status --json lacks %s", table)
+	return
+}
+
+// statusLine returns the line of `shale status` for table.
+func (e *env) statusLine(out, table string) string {
+	e.t.Helper()
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, table+" ") {
+			return l
+		}
+	}
+	e.t.Fatalf("status lacks %s:\n%s", table, out)
+	return ""
+}
+
+// TestStatusShowsSidecarsAndHolds: a compaction killed after its publish leaves HEAD =
+// published with its sidecar not deleted and its hold alive until the lease expires.
+// status must not call that "in sync": it shows the hold and the running operation, then
+// (the lease expired) the pending sidecar with the hint to run recover; after recover,
+// in sync.
+func TestStatusShowsSidecarsAndHolds(t *testing.T) {
+	e := sharedEnv(t)
+	tbl := e.table("stsc")
+	csv := e.file("s.csv", "a,b\n1,x\n2,y\n")
+	for range 3 {
+		e.ok("import", csv, "--table", tbl)
+	}
+	e.killedAt("compaction.after_publish", "compact", tbl)
+
+	row, scs := e.statusOf(tbl)
+	if row.Head != 5 || row.Published != 5 || row.Drift != 0 || row.PendingSidecars != 0 || row.RunningOperations != 1 ||
+		len(row.Holds) != 1 || row.Holds[0].Kind != "compaction" || len(scs) != 1 || !scs[0].Running ||
+		scs[0].Operation != row.Holds[0].ID || strings.Contains(row.State, "in sync") {
+		t.Fatalf("status --json with a live hold: %+v, sidecars %+v", row, scs)
+	}
+	out := e.ok("status")
+	if l := e.statusLine(out, tbl); strings.Contains(l, "in sync") || !strings.Contains(l, "1 hold(s)") ||
+		!strings.Contains(l, "running") {
+		t.Fatalf("status with a live hold:\n%s", out)
+	}
+	if !strings.Contains(out, tbl+": compaction "+row.Holds[0].ID) {
+		t.Fatalf("status does not list the hold:\n%s", out)
+	}
+
+	e.expireHolds(tbl) // what the lease expiry does
+	row, scs = e.statusOf(tbl)
+	if row.PendingSidecars != 1 || row.RunningOperations != 0 || len(row.Holds) != 0 || len(scs) != 1 || scs[0].Running ||
+		strings.Contains(row.State, "in sync") {
+		t.Fatalf("status --json with a pending sidecar: %+v, sidecars %+v", row, scs)
+	}
+	out = e.ok("status")
+	if l := e.statusLine(out, tbl); strings.Contains(l, "in sync") || !strings.Contains(l, "1 recovery sidecar(s) pending") {
+		t.Fatalf("status with a pending sidecar:\n%s", out)
+	}
+	if !strings.Contains(out, "run 'shale recover") || !strings.Contains(out, scs[0].Key) {
+		t.Fatalf("status gives no recover hint:\n%s", out)
+	}
+
+	if out := e.ok("recover", tbl, "--min-age", "0"); !strings.Contains(out, tbl) {
+		t.Fatalf("recover: %s", out)
+	}
+	if row, scs = e.statusOf(tbl); row.PendingSidecars != 0 || len(scs) != 0 || row.State != "in sync" {
+		t.Fatalf("status after recover: %+v, sidecars %+v", row, scs)
+	}
+}
