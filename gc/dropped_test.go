@@ -3,6 +3,8 @@ package gc
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -178,6 +180,39 @@ func TestReportJSONNoNulls(t *testing.T) {
 	for _, k := range []string{"holds", "retained", "expired", "deleted", "unknown"} {
 		if _, ok := tr[k].([]any); !ok {
 			t.Errorf("tables[0].%s: %v, want a list", k, tr[k])
+		}
+	}
+}
+
+// TestDroppedBlocker: what keeps a manifest-less prefix whole: a catalog pointer, a
+// pending recovery sidecar naming the table, a manifest that appeared after the listing
+// (the table re-created); nothing keeps a plain dropped name.
+func TestDroppedBlocker(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.Local(t)
+	db := openDB(t, s)
+	makeTable(t, db, "re", 1, 5)
+	plant(t, s, "_recovery/01SIDECAR.json", 0, time.Minute)
+	if err := os.WriteFile(filepath.Join(root(t, s), "_recovery", "01SIDECAR.json"), []byte(`{"table":"sc"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		table string
+		noCat bool
+		want  string
+	}{
+		{"re", false, "pointer"},
+		{"re", true, "manifest appeared"},
+		{"sc", false, "sidecar _recovery/01SIDECAR.json"},
+		{"plain", false, ""},
+	} {
+		cat := db.Catalog()
+		if c.noCat {
+			cat = nil
+		}
+		why, err := droppedBlocker(ctx, s, cat, c.table)
+		if err != nil || (c.want == "") != (why == "") || !strings.Contains(why, c.want) {
+			t.Errorf("%s (no catalog %v): %q, %v; want %q", c.table, c.noCat, why, err, c.want)
 		}
 	}
 }
