@@ -274,7 +274,11 @@ func (g *collector) run(ctx context.Context) (TableReport, error) {
 			return g.rep, err
 		}
 		mans[v] = m
-		stamps = append(stamps, Stamp{Version: v, Timestamp: m.Txn.Timestamp})
+		ts := m.Committed
+		if ts == 0 {
+			ts = m.Txn.Timestamp // written before commit times were recorded
+		}
+		stamps = append(stamps, Stamp{Version: v, Timestamp: ts})
 	}
 	slices.Reverse(stamps)
 	if len(stamps) == 0 {

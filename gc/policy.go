@@ -26,8 +26,9 @@ type Policy struct {
 	// KeepLast keeps the KeepLast newest versions (0: DefaultKeepLast; at least 1: HEAD is
 	// always kept).
 	KeepLast int
-	// KeepNewer keeps every version whose transaction was planned (Transaction.Timestamp)
-	// less than KeepNewer ago, and every version above it (0: no time-based retention).
+	// KeepNewer keeps every version committed less than KeepNewer ago (Manifest.Committed;
+	// for older manifests, when its transaction was planned), and every version above it
+	// (0: no time-based retention).
 	KeepNewer time.Duration
 	// GracePeriod: a file no retained version references is deleted only once its
 	// modification time is at least GracePeriod old (0: DefaultGracePeriod; negative: no
@@ -59,7 +60,7 @@ func (p Policy) withDefaults() Policy {
 // Stamp is what retention needs to know about one version.
 type Stamp struct {
 	Version   uint64
-	Timestamp int64 // its transaction's Timestamp, Unix nanoseconds
+	Timestamp int64 // when it was committed (Manifest.Committed, else Transaction.Timestamp), Unix nanoseconds
 }
 
 // Bounds are the versions retention must keep whatever the policy says.
