@@ -99,7 +99,9 @@ func (w *Write) Table() *Table { return w.table }
 
 // Release abandons the write: it releases its catalog hold, if one was taken, so garbage
 // collection may delete its files once they are past the grace period. A later DB.Commit
-// of w fails with ErrWriteReleased. Safe to call more than once and after DB.Commit.
+// of w fails with ErrWriteReleased. Safe to call more than once and after DB.Commit. It
+// waits for etcd's answer (at most 10 s; a hold etcd did not drop expires with its lease,
+// 15 s).
 func (w *Write) Release() {
 	w.released.Store(true)
 	w.hold.stop()
