@@ -220,7 +220,7 @@ func (db *DB) OpenTableAt(ctx context.Context, name string, v uint64) (*Table, e
 }
 
 // DropTable deletes a table: its catalog pointer first (so no reader is directed to objects
-// about to disappear), then its manifests (so the table stops existing for bare-path
+// about to disappear), then its manifests, oldest first (so the table stops existing for bare-path
 // readers), then every other object under its prefix. It returns the number of objects
 // deleted. It refuses (ErrTableBusy) while the catalog shows a hold on the table: a
 // running compaction, a write running longer than Options.WriteHoldAfter, or a pinned
@@ -262,6 +262,12 @@ func (db *DB) DropTable(ctx context.Context, name string) (int, error) {
 			return -1
 		case bv && !av:
 			return 1
+		case av && bv:
+			// Oldest version first (manifest keys sort newest first): a drop that dies
+			// midway leaves a table whose HEAD still reads, not one whose newest
+			// remaining version is an expired version's tombstone; dropping again
+			// finishes it.
+			return strings.Compare(b.Key, a.Key)
 		}
 		return 0
 	})
