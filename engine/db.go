@@ -50,16 +50,16 @@ type Options struct {
 	// lease expires).
 	GroupTimeout time.Duration
 	// BeforeFirstWrite, when set, runs once per DB and table before the first commit of a
-	// write to that table (Append, Overwrite, Delete, Update, schema and config changes;
-	// not CreateTable), with the DB's store and catalog (nil without one). An error fails
+	// write to that table (Append, Overwrite, Delete, Update, schema and config changes,
+	// and DB.Commit for each member table before its group begins; not CreateTable), with the DB's store and catalog (nil without one). An error fails
 	// that write and the hook runs again before the next one; concurrent first writes
 	// wait for one run. recovery.Hook rolls forward crashed maintenance here.
 	BeforeFirstWrite func(ctx context.Context, store objstore.Store, cat *catalog.Catalog, table string) error
 	// WriteHoldAfter: a write (Append, Overwrite, Delete, Update) still running after this
 	// long takes a catalog hold so garbage collection cannot delete its not yet committed
 	// files, however short GC's grace period (default DefaultWriteHoldAfter; negative:
-	// never). Multi-table writes prepared with PrepareAppend/PrepareDelete are protected by
-	// the grace period only.
+	// never). A multi-table write (PrepareAppend/PrepareDelete) is timed from its prepare
+	// and holds until DB.Commit returns or Write.Release.
 	WriteHoldAfter time.Duration
 }
 
