@@ -1,6 +1,7 @@
 package compaction
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -75,24 +76,48 @@ func (r *rewriter) rewriteAll(ctx context.Context, groups []Group, par int) ([]g
 	return out, nil
 }
 
+// readAhead is how many decoded input batches of one group may wait between its reader
+// and its writer. With the batch the reader is producing and the one being written, a
+// group holds at most readAhead+2 input batches besides what its fragment.Writer buffers
+// (the rows of its next output batch and its current file).
+const readAhead = 2
+
 // rewriteGroup streams the live rows of g's fragments, in table order, into a writer of
-// the table schema. Memory: one input batch plus the writer's current file.
+// the table schema. Reading (GET, checksum, decompress, decode, deletion filter) runs on
+// its own goroutine ahead of encoding and storing, through a channel of readAhead
+// batches, so one group keeps two cores busy. Row order is kept (one reader, one FIFO).
+// Memory: readAhead+2 input batches plus the writer's buffers. When either side fails the
+// other is stopped and every batch in flight is released before rewriteGroup returns.
 func (r *rewriter) rewriteGroup(ctx context.Context, g Group) (groupResult, error) {
 	var res groupResult
 	w, err := fragment.NewWriter(ctx, r.store, r.dir, r.schema, r.m.Schema.FieldIDs, r.write)
 	if err != nil {
 		return res, err
 	}
-	for _, id := range g.Old {
-		f, ok := r.m.Fragment(id)
-		if !ok {
-			w.Close()
-			return res, fmt.Errorf("table %q version %d: fragment %d is not in the manifest", r.m.Table, r.m.Version, id)
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	batches := make(chan arrow.RecordBatch, readAhead)
+	var read groupResult // owned by the reader until batches is closed
+	var readErr error
+	go func() {
+		defer close(batches)
+		readErr = r.readGroup(rctx, g, batches, &read)
+	}()
+	var writeErr error
+	for rec := range batches {
+		if writeErr == nil {
+			if err := w.Write(rec); err != nil {
+				writeErr = fmt.Errorf("table %q: write compacted data files: %w", r.m.Table, err)
+				cancel() // stop the reader; the loop drains and releases what it sent
+			}
 		}
-		if err := r.copyFragment(ctx, f, w, &res); err != nil {
-			w.Close()
-			return res, err
-		}
+		rec.Release()
+	}
+	// batches is closed: the reader has returned and read, readErr are final.
+	res.Rows, res.Dropped, res.BytesRead = read.Rows, read.Dropped, read.BytesRead
+	if err := cmp.Or(writeErr, readErr); err != nil {
+		w.Close()
+		return res, err
 	}
 	files, err := w.Close()
 	if err != nil {
@@ -105,8 +130,33 @@ func (r *rewriter) rewriteGroup(ctx context.Context, g Group) (groupResult, erro
 	return res, nil
 }
 
-// copyFragment writes f's live rows to w.
-func (r *rewriter) copyFragment(ctx context.Context, f *manifest.Fragment, w *fragment.Writer, res *groupResult) error {
+// readGroup sends the live rows of g's fragments, in table order, to out (each batch a
+// reference the receiver releases), counting into res. It returns early with ctx's error
+// when ctx is cancelled.
+func (r *rewriter) readGroup(ctx context.Context, g Group, out chan<- arrow.RecordBatch, res *groupResult) error {
+	emit := func(rec arrow.RecordBatch) error {
+		select {
+		case out <- rec:
+			return nil
+		case <-ctx.Done():
+			rec.Release()
+			return ctx.Err()
+		}
+	}
+	for _, id := range g.Old {
+		f, ok := r.m.Fragment(id)
+		if !ok {
+			return fmt.Errorf("table %q version %d: fragment %d is not in the manifest", r.m.Table, r.m.Version, id)
+		}
+		if err := r.readFragment(ctx, f, emit, res); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readFragment passes f's live rows to emit, which takes ownership of each batch.
+func (r *rewriter) readFragment(ctx context.Context, f *manifest.Fragment, emit func(arrow.RecordBatch) error, res *groupResult) error {
 	if len(f.Files) != 1 {
 		return fmt.Errorf("table %q version %d: fragment %d has %d data files; compaction reads one per fragment", r.m.Table, r.m.Version, f.ID, len(f.Files))
 	}
@@ -160,13 +210,13 @@ func (r *rewriter) copyFragment(ctx context.Context, f *manifest.Fragment, w *fr
 		}
 		start += n
 		res.Dropped += dropped
-		res.Rows += out.NumRows()
-		if out.NumRows() > 0 {
-			err = w.Write(out)
+		if out.NumRows() == 0 {
+			out.Release()
+			continue
 		}
-		out.Release()
-		if err != nil {
-			return fmt.Errorf("table %q: write compacted data files: %w", r.m.Table, err)
+		res.Rows += out.NumRows()
+		if err := emit(out); err != nil {
+			return err
 		}
 	}
 	if start != f.PhysicalRows {
@@ -206,7 +256,8 @@ func (r *rewriter) live(ctx context.Context, rec arrow.RecordBatch, dv *roaring.
 	}
 	mask := b.NewBooleanArray()
 	defer mask.Release()
-	out, err := compute.FilterRecordBatch(ctx, rec, mask, compute.DefaultFilterOptions())
+	// Filter into the executor's allocator, like every other batch of the rewrite.
+	out, err := compute.FilterRecordBatch(compute.WithAllocator(ctx, r.mem), rec, mask, compute.DefaultFilterOptions())
 	if err != nil {
 		return nil, 0, err
 	}
