@@ -107,6 +107,10 @@ func Build(table string, parent *Manifest, txn Transaction) (*Manifest, error) {
 			}
 			m.WALMerged[w.Shard] = w.To
 		}
+	case OpAbort:
+		if len(op.Aborted) == 0 {
+			return nil, fmt.Errorf("abort without transaction ids")
+		}
 	default:
 		return nil, fmt.Errorf("unknown operation %q", op.Kind)
 	}

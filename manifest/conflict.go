@@ -106,9 +106,28 @@ func (e *ConflictError) Unwrap() []error {
 // index of the same name replaces the earlier one. Create after anything is incompatible
 // (the table exists). Overwrite after a concurrent append, delete or update is retryable,
 // not compatible as in DESIGN §6: replacing the table must never silently drop rows
-// another writer committed after our read. It returns the resolution, the shared fragment ids and a reason.
+// another writer committed after our read. Abort (recovery's fence) is compatible with
+// everything except the transactions it names, in both directions: a named transaction
+// cannot commit after it, and it cannot commit after a named transaction. It returns the
+// resolution, the shared fragment ids and a reason.
 func Check(ours, theirs *Transaction) (Resolution, []uint32, string) {
 	o, t := ours.Op.Kind, theirs.Op.Kind
+	// An abort fences the transactions it names and is compatible with everything else.
+	if t == OpAbort && slices.Contains(theirs.Op.Aborted, ours.ID) {
+		return Incompatible, nil, "recovery aborted our transaction (its operation was rolled back)"
+	}
+	if o == OpAbort {
+		if slices.Contains(ours.Op.Aborted, theirs.ID) {
+			return Incompatible, nil, fmt.Sprintf("transaction %s, which we abort, committed first", theirs.ID)
+		}
+		return Compatible, nil, ""
+	}
+	if t == OpAbort {
+		if o == OpCreate {
+			return Incompatible, nil, "the table already exists"
+		}
+		return Compatible, nil, ""
+	}
 	if o == OpCreate {
 		return Incompatible, nil, "the table already exists"
 	}

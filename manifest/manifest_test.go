@@ -156,6 +156,8 @@ func txnOf(kind OpKind, frags []uint32, key, shard string) *Transaction {
 		op.Config = map[string]string{key: "v"}
 	case OpMergeWAL:
 		op.WAL = &WALMerge{Shard: shard, From: 0, To: 1}
+	case OpAbort:
+		op.Aborted = []string{"someone-else"}
 	}
 	return &t
 }
@@ -170,35 +172,38 @@ func TestConflictMatrix(t *testing.T) {
 		T = Retryable
 		X = Incompatible
 	)
-	kinds := []OpKind{OpCreate, OpAppend, OpDelete, OpUpdate, OpOverwrite, OpSchemaChange, OpUpdateConfig, OpRewrite, OpCreateIndex, OpMergeWAL}
+	kinds := []OpKind{OpCreate, OpAppend, OpDelete, OpUpdate, OpOverwrite, OpSchemaChange, OpUpdateConfig, OpRewrite, OpCreateIndex, OpMergeWAL, OpAbort}
 	if !slices.Equal(kinds, OpKinds) {
 		t.Fatalf("OpKinds changed: update this test's matrix")
 	}
 	// Columns (theirs) in the order of kinds.
+	// Overlapping, an abort names the other transaction.
 	overlap := map[OpKind][]Resolution{
-		//               Create Append Delete Update Overwr Schema Config Rewrit Index  WAL
-		OpCreate:       {X, X, X, X, X, X, X, X, X, X},
-		OpAppend:       {X, C, C, C, X, C, C, C, C, C},
-		OpDelete:       {X, C, R, R, X, C, C, T, C, C},
-		OpUpdate:       {X, C, R, R, X, T, C, T, C, C},
-		OpOverwrite:    {T, T, T, T, T, C, T, C, C, C},
-		OpSchemaChange: {X, C, C, T, X, T, C, T, T, T},
-		OpUpdateConfig: {T, C, C, C, T, C, T, C, C, C},
-		OpRewrite:      {X, C, T, T, X, T, C, T, T, C},
-		OpCreateIndex:  {X, C, C, C, X, T, C, T, C, C},
-		OpMergeWAL:     {X, C, C, C, X, T, C, C, C, T},
+		//               Create Append Delete Update Overwr Schema Config Rewrit Index  WAL Abort
+		OpCreate:       {X, X, X, X, X, X, X, X, X, X, X},
+		OpAppend:       {X, C, C, C, X, C, C, C, C, C, X},
+		OpDelete:       {X, C, R, R, X, C, C, T, C, C, X},
+		OpUpdate:       {X, C, R, R, X, T, C, T, C, C, X},
+		OpOverwrite:    {T, T, T, T, T, C, T, C, C, C, X},
+		OpSchemaChange: {X, C, C, T, X, T, C, T, T, T, X},
+		OpUpdateConfig: {T, C, C, C, T, C, T, C, C, C, X},
+		OpRewrite:      {X, C, T, T, X, T, C, T, T, C, X},
+		OpCreateIndex:  {X, C, C, C, X, T, C, T, C, C, X},
+		OpMergeWAL:     {X, C, C, C, X, T, C, C, C, T, X},
+		OpAbort:        {X, X, X, X, X, X, X, X, X, X, X},
 	}
 	disjoint := map[OpKind][]Resolution{
-		OpCreate:       {X, X, X, X, X, X, X, X, X, X},
-		OpAppend:       {X, C, C, C, X, C, C, C, C, C},
-		OpDelete:       {X, C, C, C, X, C, C, C, C, C},
-		OpUpdate:       {X, C, C, C, X, T, C, C, C, C},
-		OpOverwrite:    {T, T, T, T, T, C, C, C, C, C},
-		OpSchemaChange: {X, C, C, T, X, T, C, T, T, T},
-		OpUpdateConfig: {C, C, C, C, C, C, C, C, C, C},
-		OpRewrite:      {X, C, C, C, X, T, C, C, C, C},
-		OpCreateIndex:  {X, C, C, C, X, T, C, C, C, C},
-		OpMergeWAL:     {X, C, C, C, X, T, C, C, C, C},
+		OpCreate:       {X, X, X, X, X, X, X, X, X, X, X},
+		OpAppend:       {X, C, C, C, X, C, C, C, C, C, C},
+		OpDelete:       {X, C, C, C, X, C, C, C, C, C, C},
+		OpUpdate:       {X, C, C, C, X, T, C, C, C, C, C},
+		OpOverwrite:    {T, T, T, T, T, C, C, C, C, C, C},
+		OpSchemaChange: {X, C, C, T, X, T, C, T, T, T, C},
+		OpUpdateConfig: {C, C, C, C, C, C, C, C, C, C, C},
+		OpRewrite:      {X, C, C, C, X, T, C, C, C, C, C},
+		OpCreateIndex:  {X, C, C, C, X, T, C, C, C, C, C},
+		OpMergeWAL:     {X, C, C, C, X, T, C, C, C, C, C},
+		OpAbort:        {C, C, C, C, C, C, C, C, C, C, C},
 	}
 	for _, tc := range []struct {
 		name string
@@ -215,6 +220,14 @@ func TestConflictMatrix(t *testing.T) {
 		for _, ours := range kinds {
 			for j, theirs := range kinds {
 				o, th := txnOf(ours, tc.a, tc.ka, tc.sa), txnOf(theirs, tc.b, tc.kb, tc.sb)
+				if tc.name == "overlapping" {
+					if ours == OpAbort {
+						o.Op.Aborted = []string{th.ID}
+					}
+					if theirs == OpAbort {
+						th.Op.Aborted = []string{o.ID}
+					}
+				}
 				got, shared, reason := Check(o, th)
 				if want := tc.want[ours][j]; got != want {
 					t.Errorf("%s: ours %s, theirs %s: got %v, want %v (%s)", tc.name, ours, theirs, got, want, reason)

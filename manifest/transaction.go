@@ -28,16 +28,22 @@ const (
 	OpRewrite      OpKind = "rewrite"
 	OpCreateIndex  OpKind = "create_index"
 	OpMergeWAL     OpKind = "merge_wal"
+	// OpAbort changes nothing: it fences transactions that must never commit (recovery
+	// rolling back a crashed maintenance operation). It takes a version number, so any
+	// listed transaction still in flight meets it in its commit loop and fails, and if one
+	// of them landed first the abort itself fails (DESIGN invariant 7: the fence is a
+	// position in the version sequence, not a lease).
+	OpAbort OpKind = "abort"
 )
 
 // OpKinds lists every operation kind (the conflict matrix is tested over all ordered pairs).
 var OpKinds = []OpKind{OpCreate, OpAppend, OpDelete, OpUpdate, OpOverwrite, OpSchemaChange,
-	OpUpdateConfig, OpRewrite, OpCreateIndex, OpMergeWAL}
+	OpUpdateConfig, OpRewrite, OpCreateIndex, OpMergeWAL, OpAbort}
 
 // Maintenance reports whether k preserves the table's content (and so publishes by
 // fast-forward and never invalidates a concurrent logical writer's read).
 func (k OpKind) Maintenance() bool {
-	return k == OpRewrite || k == OpCreateIndex || k == OpMergeWAL
+	return k == OpRewrite || k == OpCreateIndex || k == OpMergeWAL || k == OpAbort
 }
 
 // Transaction is the operation a version applies, planned against ReadVersion. The id is
@@ -63,6 +69,7 @@ type Transaction struct {
 //	Rewrite:           Groups (old fragment ids → new fragments)
 //	CreateIndex:       NewIndexes (replace indexes of the same name), RemovedIndexes (names)
 //	MergeWAL:          WAL (shard, generations merged), NewFragments
+//	Abort:             Aborted (transaction ids fenced off)
 type Operation struct {
 	Kind           OpKind
 	Schema         *Schema           `cbor:",omitempty"`
@@ -78,6 +85,7 @@ type Operation struct {
 	NewIndexes     []Index           `cbor:",omitempty"`
 	RemovedIndexes []string          `cbor:",omitempty"`
 	WAL            *WALMerge         `cbor:",omitempty"`
+	Aborted        []string          `cbor:",omitempty"`
 	// Group marks one member of a multi-table transaction: the version counts only if the
 	// group commits (see manifest/catalog group keys).
 	Group *GroupRef `cbor:",omitempty"`
