@@ -265,7 +265,7 @@ func CatchUp(ctx context.Context, s objstore.Store, table string, m *Manifest, r
 			// is HEAD's unless HEAD is a prepared version of an aborted group; then
 			// that group's member versions are read forward from the nearest retained
 			// one below, as usual.)
-			if m, err = catchUpFromHead(ctx, s, table, r); err != nil {
+			if m, err = LoadLatest(ctx, s, table, r); err != nil {
 				return nil, err
 			}
 			continue
@@ -295,10 +295,11 @@ func expiredConflict(table string, txn Transaction, v uint64, cause error) error
 		Reason: fmt.Sprintf("version %d was expired by garbage collection after our read version %d; reopen at HEAD (%v)", v, txn.ReadVersion, cause)}
 }
 
-// catchUpFromHead finds HEAD with one LIST and returns the newest version at or below it
-// that counts (not a prepared version of an aborted group), renumbered to HEAD when
-// aborted group versions lie above it.
-func catchUpFromHead(ctx context.Context, s objstore.Store, table string, r GroupResolver) (*Manifest, error) {
+// LoadLatest finds HEAD with one LIST and returns the manifest a new transaction should be
+// planned against: the newest version at or below HEAD that counts (not a prepared version
+// of an aborted group; r decides, nil counts every version), renumbered to HEAD when
+// aborted group versions lie above it. Errors: ErrTableNotFound, load errors.
+func LoadLatest(ctx context.Context, s objstore.Store, table string, r GroupResolver) (*Manifest, error) {
 	head, err := Head(ctx, s, table)
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -65,12 +66,15 @@ const (
 
 // Outcome is what Recover did with one sidecar.
 type Outcome struct {
-	Key          string   `json:"key"`
-	Operation    string   `json:"operation"`
-	Table        string   `json:"table,omitempty"`
-	Action       string   `json:"action"`
-	Version      uint64   `json:"version,omitempty"`   // the version the operation committed (roll forward)
-	Published    uint64   `json:"published,omitempty"` // the table's published version afterwards (0: unknown or no catalog)
+	Key       string `json:"key"`
+	Operation string `json:"operation"`
+	Table     string `json:"table,omitempty"`
+	Action    string `json:"action"`
+	Version   uint64 `json:"version,omitempty"`   // the version the operation committed (roll forward)
+	Published uint64 `json:"published,omitempty"` // the table's published version afterwards (0: unknown or no catalog)
+	// Fence (roll back): the abort version that fences the operation's transactions, so
+	// none of them can commit after its files are deleted (0: table dropped).
+	Fence        uint64   `json:"fence,omitempty"`
 	DeletedFiles []string `json:"deleted_files,omitempty"`
 	// SidecarKept (RollForward only): the version is published but earlier attempts left
 	// files no version references; the sidecar stays so that Recover deletes them.
@@ -189,7 +193,8 @@ type recoverer struct {
 var (
 	seamAfterClaim          = failpoint.Seam("recovery.after_claim")
 	seamAfterPublish        = failpoint.Seam("recovery.after_publish")
-	seamMidDelete           = failpoint.Seam("recovery.mid_delete") // after the first data file delete
+	seamAfterFence          = failpoint.Seam("recovery.after_fence") // roll back: the abort version committed
+	seamMidDelete           = failpoint.Seam("recovery.mid_delete")  // after the first data file delete
 	seamBeforeSidecarDelete = failpoint.Seam("recovery.before_sidecar_delete")
 )
 
@@ -339,6 +344,12 @@ func (r *recoverer) claim(ctx context.Context, id string) (release func(), ok bo
 
 // resolve rolls sc forward or back, then deletes it.
 func (r *recoverer) resolve(ctx context.Context, key string, sc Sidecar, out Outcome) (Outcome, error) {
+	return r.resolveOnce(ctx, key, sc, out, false)
+}
+
+// resolveOnce is resolve; retried is set on the second pass, after a fence lost to one of
+// the operation's own transactions landing meanwhile.
+func (r *recoverer) resolveOnce(ctx context.Context, key string, sc Sidecar, out Outcome, retried bool) (Outcome, error) {
 	txns := map[string]bool{}
 	from := sc.Attempts[0].ReadVersion
 	for _, a := range sc.Attempts {
@@ -346,6 +357,7 @@ func (r *recoverer) resolve(ctx context.Context, key string, sc Sidecar, out Out
 		from = min(from, a.ReadVersion)
 	}
 	var landed *manifest.Manifest
+	var fenced uint64               // an abort version naming one of txns (an earlier roll back)
 	referenced := map[string]bool{} // keys under the attempts' prefixes that some version names
 	head, err := manifest.Head(ctx, r.s, sc.Table)
 	switch {
@@ -363,6 +375,9 @@ func (r *recoverer) resolve(ctx context.Context, key string, sc Sidecar, out Out
 		}
 		if err != nil {
 			return out, fmt.Errorf("sidecar %s: %w", key, err)
+		}
+		if m.Txn.Op.Kind == manifest.OpAbort && slices.ContainsFunc(m.Txn.Op.Aborted, func(id string) bool { return txns[id] }) {
+			fenced = m.Version
 		}
 		if txns[m.Txn.ID] {
 			if landed != nil && landed.Txn.ID != m.Txn.ID {
@@ -403,6 +418,25 @@ func (r *recoverer) resolve(ctx context.Context, key string, sc Sidecar, out Out
 			return out, nil
 		}
 		out.Action = RolledBack
+		// Fence the transactions before deleting their files: a process that still runs
+		// the operation (its hold lost, its commit request in flight) must not commit a
+		// version naming files about to go. The abort takes a version number, so either
+		// it lands first and such a commit fails on it, or the commit lands first and
+		// the abort fails: then the operation is rolled forward instead.
+		out.Fence = fenced
+		if fenced == 0 && head > 0 {
+			fm, err := r.fence(ctx, sc, txns)
+			if errors.Is(err, manifest.ErrIncompatible) && !retried {
+				return r.resolveOnce(ctx, key, sc, Outcome{Key: out.Key, Operation: out.Operation, Table: out.Table}, true)
+			}
+			if err != nil {
+				return out, fmt.Errorf("sidecar %s: table %q: fence the operation's transactions: %w", key, sc.Table, err)
+			}
+			out.Fence = fm
+			if err := seamAfterFence.Inject(ctx); err != nil {
+				return out, err
+			}
+		}
 	}
 	// Files of attempts that did not land (and, defensively, any file no version names).
 	for _, a := range sc.Attempts {
@@ -436,6 +470,38 @@ func (r *recoverer) resolve(ctx context.Context, key string, sc Sidecar, out Out
 		return out, fmt.Errorf("delete sidecar %s: %w", key, err)
 	}
 	return out, nil
+}
+
+// fence commits an abort version naming txns on top of the table's latest version and,
+// when the pointer is just below it (no one else's unpublished versions in between, which
+// recovery must not publish), publishes it. It returns the abort version.
+// Errors: manifest.ErrIncompatible (wrapped) when one of txns committed first; commit
+// and store errors.
+func (r *recoverer) fence(ctx context.Context, sc Sidecar, txns map[string]bool) (uint64, error) {
+	var groups manifest.GroupResolver
+	if r.cat != nil {
+		groups = catalog.GroupWaiter{Catalog: r.cat, Timeout: r.opts.PublishTimeout}
+	}
+	read, err := manifest.LoadLatest(ctx, r.s, sc.Table, groups)
+	if err != nil {
+		return 0, err
+	}
+	ids := slices.Sorted(maps.Keys(txns))
+	m, _, err := manifest.Commit(ctx, r.s, sc.Table, read,
+		manifest.NewTransaction(read.Version, manifest.Operation{Kind: manifest.OpAbort, Aborted: ids}),
+		manifest.CommitOptions{Groups: groups})
+	if err != nil {
+		return 0, err
+	}
+	if r.cat != nil && m.Version > 1 {
+		pctx, cancel := context.WithTimeout(ctx, r.opts.PublishTimeout)
+		defer cancel()
+		err := r.cat.CompareAndSwap(pctx, sc.Table, m.Version-1, catalog.Pointer{Version: m.Version, ManifestKey: m.Key(), Checksum: m.Checksum()})
+		if err != nil && !errors.Is(err, catalog.ErrConflict) {
+			return m.Version, fmt.Errorf("publish abort version %d: %w", m.Version, err)
+		}
+	}
+	return m.Version, nil
 }
 
 type published struct{ prev, now uint64 }

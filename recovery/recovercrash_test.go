@@ -21,6 +21,7 @@ var recoverCrashes = []struct {
 	{"compaction.before_publish", "recovery.after_publish", AlreadyPublished},
 	{"compaction.before_publish", "recovery.before_sidecar_delete", AlreadyPublished},
 	{"manifest.before_version_put", "recovery.after_claim", RolledBack},
+	{"manifest.before_version_put", "recovery.after_fence", RolledBack},
 	{"manifest.before_version_put", "recovery.mid_delete", RolledBack},
 	{"manifest.before_version_put", "recovery.before_sidecar_delete", RolledBack},
 }
@@ -76,6 +77,9 @@ func TestRecoverCrashAtEverySeam(t *testing.T) {
 			head, err := manifest.LoadHead(ctx, s, table)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if c.action == RolledBack && head.Txn.Op.Kind != manifest.OpAbort {
+				t.Fatalf("HEAD v%d is a %s after a roll back, want the abort fencing the operation", head.Version, head.Txn.Op.Kind)
 			}
 			if rewrote := head.Txn.Op.Kind == manifest.OpRewrite; rewrote != (c.action != RolledBack) {
 				t.Fatalf("HEAD v%d is a %s after %s", head.Version, head.Txn.Op.Kind, c.action)
