@@ -190,6 +190,31 @@ type recoverer struct {
 	// forwardOnly (RollForward): publish what landed, never delete data files, keep the
 	// sidecars of operations that did not land.
 	forwardOnly bool
+	// versions caches the manifests one run has read (versions are immutable), so that
+	// many sidecars of one table read each version once, not once per sidecar.
+	versions map[versionKey]*manifest.Manifest
+}
+
+type versionKey struct {
+	table string
+	v     uint64
+}
+
+// load is manifest.Load through the run's cache.
+func (r *recoverer) load(ctx context.Context, table string, v uint64) (*manifest.Manifest, error) {
+	k := versionKey{table, v}
+	if m, ok := r.versions[k]; ok {
+		return m, nil
+	}
+	m, err := manifest.Load(ctx, r.s, table, v)
+	if err != nil {
+		return nil, err
+	}
+	if r.versions == nil {
+		r.versions = map[versionKey]*manifest.Manifest{}
+	}
+	r.versions[k] = m
+	return m, nil
 }
 
 // Failpoint seams of a recovery (internal/failpoint), in the order a sidecar passes them.
@@ -372,7 +397,7 @@ func (r *recoverer) resolveOnce(ctx context.Context, key string, sc Sidecar, out
 	// A version at or below `from` existed before any attempt wrote a file, so it can
 	// neither carry the operation's transactions nor reference its files.
 	for v := from + 1; v <= head; v++ {
-		m, err := manifest.Load(ctx, r.s, sc.Table, v)
+		m, err := r.load(ctx, sc.Table, v)
 		if errors.Is(err, manifest.ErrVersionNotFound) {
 			continue // expired meanwhile
 		}
