@@ -5,7 +5,9 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/internal/failpoint"
+	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/internal/storetest"
 	"github.com/shale-db/shale/manifest"
 )
@@ -17,26 +19,8 @@ import (
 // second fence.
 func TestRollBackFencesTheOperation(t *testing.T) {
 	ctx := context.Background()
-	s := storetest.Local(t)
-	db := openDB(t, s)
-	makeTable(t, db, "t", 6, 50)
+	s, db, sc := crashedCompaction(t, "manifest.before_version_put")
 	before := rowsOf(t, db, "t")
-	if !runChild(t, s, "t", "manifest.before_version_put") {
-		t.Fatal("compaction was not killed")
-	}
-	expireHolds(t, db, "t")
-	keys, err := Pending(ctx, s, "t")
-	if err != nil || len(keys) != 1 {
-		t.Fatalf("sidecars %v, %v", keys, err)
-	}
-	b, err := s.Get(ctx, keys[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := Decode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
 	headBefore, err := manifest.Head(ctx, s, "t")
 	if err != nil {
 		t.Fatal(err)
@@ -74,22 +58,7 @@ func TestRollBackFencesTheOperation(t *testing.T) {
 // instead (never both a landed transaction and its fence).
 func TestFenceLosesToLateCommit(t *testing.T) {
 	ctx := context.Background()
-	s := storetest.Local(t)
-	db := openDB(t, s)
-	makeTable(t, db, "t", 6, 50)
-	if !runChild(t, s, "t", "manifest.before_version_put") {
-		t.Fatal("compaction was not killed")
-	}
-	expireHolds(t, db, "t")
-	keys, _ := Pending(ctx, s, "t")
-	if len(keys) != 1 {
-		t.Fatalf("sidecars %v", keys)
-	}
-	b, _ := s.Get(ctx, keys[0])
-	sc, err := Decode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, db, sc := crashedCompaction(t, "manifest.before_version_put")
 	a := sc.Attempts[len(sc.Attempts)-1]
 	read, err := manifest.Load(ctx, s, "t", a.ReadVersion)
 	if err != nil {
@@ -118,4 +87,19 @@ func TestFenceLosesToLateCommit(t *testing.T) {
 	if err != nil || head.Version != zombieVersion || head.Txn.ID != a.TxnID {
 		t.Fatalf("HEAD %+v, %v; want the late commit, and no fence above it", head, err)
 	}
+}
+
+// crashedCompaction builds table t (6 fragments of 50 rows) in a fresh local store,
+// kills a compacting child at seam, expires the dead child's hold, and returns the DB
+// and the one sidecar it left.
+func crashedCompaction(t *testing.T, seam string) (objstore.Store, *engine.DB, Sidecar) {
+	t.Helper()
+	s := storetest.Local(t)
+	db := openDB(t, s)
+	makeTable(t, db, "t", 6, 50)
+	if !runChild(t, s, "t", seam) {
+		t.Fatalf("compaction was not killed at %s", seam)
+	}
+	expireHolds(t, db, "t")
+	return s, db, pendingOne(t, s, "t").Sidecar
 }
