@@ -237,7 +237,9 @@ func typeHasDictionary(dt arrow.DataType) bool {
 func schemaMessage(s *arrow.Schema, mem memory.Allocator) []byte {
 	p := ipc.GetSchemaPayload(s, mem)
 	defer p.Release()
-	return slices.Clone(p.Meta().Bytes())
+	meta := p.Meta() // Meta retains the buffer: release it too
+	defer meta.Release()
+	return slices.Clone(meta.Bytes())
 }
 
 // Schema is the file schema (without FieldIDsMetadataKey).
