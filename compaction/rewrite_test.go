@@ -37,9 +37,9 @@ func TestRewriteReadAhead(t *testing.T) {
 	ctx := context.Background()
 	db := openDB(t, storetest.Local(t))
 	schema, batches := intBatches(12, 1000)
-	// fragment.OpenFile leaves a few hundred bytes (its IPC schema message) allocated per
-	// file opened; measure it, so that "released" below means nothing but that, far less
-	// than one 1,000-row batch.
+	// What fragment.OpenFile leaves allocated per file opened (0 since its schema message
+	// buffer is released; internal/fragment pins that), so that "released" below means
+	// nothing but that.
 	perOpen := func() int {
 		tbl := appendEach(t, db, "probe", schema, batches[:1])
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
