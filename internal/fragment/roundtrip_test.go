@@ -1,6 +1,7 @@
 package fragment
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -400,4 +401,29 @@ func TestReaderReleasesEverything(t *testing.T) {
 		fr.Close()
 	}
 	mem.AssertSize(t, 0)
+}
+
+// TestCompressConcurrencyKeepsBytes: compressing a batch's buffers in parallel writes the
+// same bytes as one at a time.
+func TestCompressConcurrencyKeepsBytes(t *testing.T) {
+	r := seeded(t)
+	schema := allTypesSchema()
+	rec := randRecord(r, schema, 2000, 10)
+	defer rec.Release()
+	var bodies [][]byte
+	for _, cc := range []int{1, 4} {
+		s := memStore(t)
+		files := writeRecords(t, s, "t/data", schema, []arrow.RecordBatch{rec}, WriterOptions{CompressConcurrency: cc})
+		if len(files) != 1 {
+			t.Fatalf("%d files", len(files))
+		}
+		b, err := s.Get(context.Background(), files[0].Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies = append(bodies, b)
+	}
+	if !bytes.Equal(bodies[0], bodies[1]) {
+		t.Fatalf("compress concurrency 1 and 4 wrote different bytes (%d vs %d)", len(bodies[0]), len(bodies[1]))
+	}
 }

@@ -28,7 +28,14 @@ type WriterOptions struct {
 	MaxRowsPerBatch int              // rows per IPC record batch, default DefaultMaxRowsPerBatch
 	MaxRowsPerFile  int              // rows per data file, default DefaultMaxRowsPerFile
 	Allocator       memory.Allocator // default memory.DefaultAllocator
+	// CompressConcurrency is how many column buffers of one batch are compressed at once
+	// (default DefaultCompressConcurrency; the output bytes do not depend on it).
+	CompressConcurrency int
 }
+
+// DefaultCompressConcurrency is WriterOptions.CompressConcurrency's default: ZSTD is most
+// of a writer's CPU time, and one batch's columns compress independently.
+const DefaultCompressConcurrency = 2
 
 // ErrClosed is returned by Write and Close after Close.
 var ErrClosed = errors.New("fragment: writer is closed")
@@ -108,7 +115,11 @@ func NewWriter(ctx context.Context, s objstore.Store, dir string, schema *arrow.
 	meta := arrow.NewMetadata(keys, vals)
 	fileSchema := arrow.NewSchemaWithEndian(schema.Fields(), &meta, schema.Endianness())
 
-	ipcOpts := []ipc.Option{ipc.WithSchema(fileSchema), ipc.WithAllocator(opts.Allocator)}
+	cc := opts.CompressConcurrency
+	if cc <= 0 {
+		cc = DefaultCompressConcurrency
+	}
+	ipcOpts := []ipc.Option{ipc.WithSchema(fileSchema), ipc.WithAllocator(opts.Allocator), ipc.WithCompressConcurrency(cc)}
 	switch opts.Compression {
 	case CompressionZstd:
 		ipcOpts = append(ipcOpts, ipc.WithZstd())
