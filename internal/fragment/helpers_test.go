@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -49,7 +51,14 @@ func fileStore(t testing.TB) objstore.Store {
 // seeded returns a random source and logs its seed so a failure can be replayed.
 func seeded(t testing.TB) *rand.Rand {
 	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	if v := os.Getenv("SHALE_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("SHALE_SEED=%q: %v", v, err)
+		}
+		seed = n
+	}
+	t.Logf("seed %d (replay with SHALE_SEED=%d)", seed, seed)
 	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 }
 

@@ -153,11 +153,17 @@ func (r *FileReader) open() error {
 		return r.corrupt("file has %d record batches, its description lists %d", len(r.blocks), len(r.df.Batches))
 	}
 	fs := fr.Schema()
+	if fs.NumFields() == 0 {
+		return r.corrupt("schema has no columns (the writer never writes such a file)")
+	}
 	md := fs.Metadata()
 	if i := md.FindKey(FieldIDsMetadataKey); i >= 0 {
 		ids, err := decodeFieldIDs(md.Values()[i])
 		if err != nil {
 			return r.corrupt("bad %s metadata %q: %w", FieldIDsMetadataKey, md.Values()[i], err)
+		}
+		if len(ids) != fs.NumFields() {
+			return r.corrupt("file has %d columns and %d field ids", fs.NumFields(), len(ids))
 		}
 		if r.df.FieldIDs != nil && !slices.Equal(ids, r.df.FieldIDs) {
 			return r.corrupt("file holds field ids %v, its description lists %v", ids, r.df.FieldIDs)
