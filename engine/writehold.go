@@ -59,14 +59,17 @@ func (t *Table) startWriteHold(ctx context.Context) *writeHold {
 		Version: t.m.Version, Started: time.Now().UTC()}
 	h := &writeHold{ctx: context.WithoutCancel(ctx)}
 	h.timer = time.AfterFunc(after, func() {
-		held, err := cat.AcquireHold(h.ctx, hold, 0)
-		if err != nil {
-			return
-		}
+		// Under mu for the whole acquisition, so that stop, once it returns, leaves no
+		// hold behind: it either runs first (and this does nothing) or waits for this.
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		if h.stopped {
-			_ = held.Release(h.ctx)
+			return
+		}
+		actx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
+		defer cancel()
+		held, err := cat.AcquireHold(actx, hold, 0)
+		if err != nil {
 			return
 		}
 		h.held = held
