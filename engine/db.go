@@ -312,14 +312,26 @@ func (db *DB) Status(ctx context.Context) ([]TableStatus, error) {
 	if err != nil {
 		return nil, err
 	}
+	if db.cat != nil {
+		// Tables with a pointer but no versions in the store (a drop that raced a
+		// publish) are reported too.
+		ptrs, _, err := db.cat.Snapshot(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		for n := range ptrs {
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+		slices.Sort(names)
+	}
 	var out []TableStatus
 	var errs []error
 	for _, n := range names {
 		st := TableStatus{Table: n}
-		if st.Head, err = manifest.Head(ctx, db.store, n); err != nil {
-			errs = append(errs, err)
-			continue
-		}
+		// The pointer before HEAD: a commit and publish between the two reads then
+		// shows as drift, never as HEAD below published.
 		if db.cat != nil {
 			p, _, err := db.cat.Get(ctx, n)
 			if err != nil && !errors.Is(err, catalog.ErrNoPointer) {
@@ -327,6 +339,13 @@ func (db *DB) Status(ctx context.Context) ([]TableStatus, error) {
 				continue
 			}
 			st.Published = p.Version
+		}
+		if st.Head, err = manifest.Head(ctx, db.store, n); err != nil {
+			if errors.Is(err, manifest.ErrTableNotFound) && st.Published > 0 {
+				err = fmt.Errorf("table %q: %w: published version %d, no versions in the store (key %s)", n, ErrDrift, st.Published, db.cat.Key(n))
+			}
+			errs = append(errs, err)
+			continue
 		}
 		if st.Published > st.Head {
 			errs = append(errs, fmt.Errorf("table %q: %w: HEAD %d, published %d", n, ErrDrift, st.Head, st.Published))

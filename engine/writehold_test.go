@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -117,5 +118,29 @@ func TestVersionTimeIsCommitTime(t *testing.T) {
 	m := tbl.Manifest()
 	if m.Committed == 0 || m.Committed < m.Txn.Timestamp || !last.Time.Equal(time.Unix(0, m.Committed).UTC()) {
 		t.Fatalf("version %d: time %v, committed %d, planned %d", last.Version, last.Time, m.Committed, m.Txn.Timestamp)
+	}
+}
+
+// TestStatusReportsPointerWithoutVersions: a table whose pointer survives while its
+// versions are gone (a drop that raced a publish) is reported, not skipped.
+func TestStatusReportsPointerWithoutVersions(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, "")
+	tbl, err := db.CreateTable(ctx, "ghost", kvSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRange(t, tbl, 0, 10)
+	objs, err := db.Store().List(ctx, "ghost/", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if err := db.Store().Delete(ctx, o.Key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Status(ctx); !errors.Is(err, ErrDrift) {
+		t.Fatalf("status with a pointer and no versions: %v, want ErrDrift", err)
 	}
 }
