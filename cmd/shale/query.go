@@ -122,6 +122,16 @@ func (a *app) query(ctx context.Context, name string, v *uint64, opts engine.Sca
 	if err != nil {
 		return err
 	}
+	// Pin the version read, so that a gc in another process keeps its files for as long
+	// as the query streams (a lease-backed catalog hold; nothing is written to the store).
+	pin, err := t.Pin(ctx)
+	if err != nil {
+		if errors.Is(err, manifest.ErrVersionNotFound) {
+			return versionNotFound(ctx, a.db, name, t.Version(), err)
+		}
+		return err
+	}
+	defer pin.Release(ctx)
 	sc, err := t.Scan(ctx, opts)
 	if err != nil {
 		return err
