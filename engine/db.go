@@ -247,6 +247,16 @@ func (db *DB) DropTable(ctx context.Context, name string) (int, error) {
 		return 0, fmt.Errorf("drop table %q: %w", name, err)
 	}
 	if len(objs) == 0 {
+		// A pointer that outlived its objects (a publish that raced an earlier drop)
+		// is all that is left: remove it.
+		if db.cat != nil {
+			if _, _, err := db.cat.Get(ctx, name); err == nil {
+				if err := db.cat.Delete(ctx, name); err != nil {
+					return 0, fmt.Errorf("drop table %q: %w", name, err)
+				}
+				return 0, nil
+			}
+		}
 		return 0, fmt.Errorf("drop table: %w: %q in %s", manifest.ErrTableNotFound, name, db.store.URL())
 	}
 	if db.cat != nil {

@@ -143,4 +143,14 @@ func TestStatusReportsPointerWithoutVersions(t *testing.T) {
 	if _, err := db.Status(ctx); !errors.Is(err, ErrDrift) {
 		t.Fatalf("status with a pointer and no versions: %v, want ErrDrift", err)
 	}
+	// Dropping it again removes the stale pointer.
+	if _, err := db.DropTable(ctx, "ghost"); err != nil {
+		t.Fatalf("drop of a pointer without versions: %v", err)
+	}
+	if _, err := db.Status(ctx); err != nil {
+		t.Fatalf("status after the second drop: %v", err)
+	}
+	if _, err := db.DropTable(ctx, "ghost"); !errors.Is(err, manifest.ErrTableNotFound) {
+		t.Fatalf("third drop: %v, want ErrTableNotFound", err)
+	}
 }
