@@ -158,3 +158,24 @@ func TestExpiredVersionsAreNotes(t *testing.T) {
 		t.Fatal("an expired published version verified clean")
 	}
 }
+
+// TestAllReportsPointerWithoutVersions: All checks tables the catalog names even when the
+// store has no versions of them (a publish that raced a drop).
+func TestAllReportsPointerWithoutVersions(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, storetest.Local(t))
+	objs, err := f.s.List(ctx, f.table+"/", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		f.remove(t, o.Key)
+	}
+	rep, err := All(ctx, f.s, f.cat, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK() || !strings.Contains(faultList(rep), "no versions") {
+		t.Fatalf("All over a pointer without versions: faults:\n%s", faultList(rep))
+	}
+}

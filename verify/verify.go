@@ -42,6 +42,19 @@ func All(ctx context.Context, s objstore.Store, cat *catalog.Catalog, opts Optio
 	if err != nil {
 		return nil, fmt.Errorf("verify: list tables in %s: %w", s.URL(), err)
 	}
+	if cat != nil {
+		// A pointer whose table has no versions in the store is a fault to report too.
+		ptrs, _, err := cat.Snapshot(ctx, nil)
+		if err != nil {
+			return nil, fmt.Errorf("verify: list published tables: %w", err)
+		}
+		for n := range ptrs {
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+		slices.Sort(names)
+	}
 	v := newVerifier(s, cat, opts)
 	for _, n := range names {
 		if err := v.table(ctx, n); err != nil {
