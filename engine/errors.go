@@ -14,4 +14,7 @@ var (
 	// ErrTableBusy: DropTable of a table that a running operation (compaction, long
 	// write) or a pinned reader holds in the catalog.
 	ErrTableBusy = errors.New("table is in use")
+	// ErrTableDropped: a write committed to a table that was dropped meanwhile; its
+	// version is not published (drop the table again to clear what it left).
+	ErrTableDropped = errors.New("table was dropped")
 )

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shale-db/shale/internal/failpoint"
+	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
 )
@@ -161,7 +162,26 @@ func (t *Table) publish(ctx context.Context, m *manifest.Manifest, checksum uint
 	if err := seamBeforePublish.Inject(ctx); err != nil {
 		return err
 	}
-	_, err := t.db.cat.FastForward(ctx, t.name, catalog.Pointer{Version: m.Version, ManifestKey: m.Key(), Checksum: checksum})
+	p := catalog.Pointer{Version: m.Version, ManifestKey: m.Key(), Checksum: checksum}
+	var err error
+	if m.Version == 1 {
+		_, err = t.db.cat.FastForward(ctx, t.name, p)
+	} else {
+		// Never re-create a pointer a drop removed. An absent pointer is legitimate only
+		// for a table that was never published (created without a catalog): its first
+		// version is still in the store (a drop deletes it first).
+		_, err = t.db.cat.FastForwardExisting(ctx, t.name, p)
+		if errors.Is(err, catalog.ErrNoPointer) {
+			v1 := manifest.ManifestKey(t.name, 1)
+			if _, herr := t.db.store.Head(ctx, v1); herr == nil {
+				_, err = t.db.cat.FastForward(ctx, t.name, p)
+			} else if errors.Is(herr, objstore.ErrNotFound) {
+				err = fmt.Errorf("%w: no published pointer and no version 1 (%s)", ErrTableDropped, v1)
+			} else {
+				err = errors.Join(err, herr)
+			}
+		}
+	}
 	if err == nil {
 		err = seamAfterPublish.Inject(ctx)
 	}

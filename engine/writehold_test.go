@@ -154,3 +154,45 @@ func TestStatusReportsPointerWithoutVersions(t *testing.T) {
 		t.Fatalf("third drop: %v, want ErrTableNotFound", err)
 	}
 }
+
+// TestWriteRacingDropDoesNotRevivePointer: a write that commits after a drop removed the
+// pointer and the first version fails with ErrTableDropped and leaves the pointer absent;
+// a table that was simply never published (v1 still there) gets its pointer.
+func TestWriteRacingDropDoesNotRevivePointer(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, "")
+	tbl, err := db.CreateTable(ctx, "racing", kvSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRange(t, tbl, 0, 10)
+	// What a drop does first: the pointer, then the oldest manifest.
+	if err := db.Catalog().Delete(ctx, "racing"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Store().Delete(ctx, manifest.ManifestKey("racing", 1)); err != nil {
+		t.Fatal(err)
+	}
+	rec := kvBatch(10, 20)
+	_, err = tbl.AppendRecord(ctx, rec)
+	rec.Release()
+	if !errors.Is(err, ErrTableDropped) {
+		t.Fatalf("append racing a drop: %v, want ErrTableDropped", err)
+	}
+	if _, _, err := db.Catalog().Get(ctx, "racing"); err == nil {
+		t.Fatal("the write re-created the dropped table's pointer")
+	}
+
+	// Never published: pointer absent but version 1 present.
+	tbl2, err := db.CreateTable(ctx, "unpublished", kvSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Catalog().Delete(ctx, "unpublished"); err != nil {
+		t.Fatal(err)
+	}
+	res := appendRange(t, tbl2, 0, 10)
+	if !res.Published {
+		t.Fatalf("append to a never-published table: %+v, want published", res)
+	}
+}

@@ -49,6 +49,10 @@ const (
 	FastForward Mode = iota + 1
 	// CAS: succeed only if the pointer is at Update.Expected (0 = absent).
 	CAS
+	// FastForwardExisting is FastForward that never creates a pointer: an absent one is
+	// ErrNoPointer (the table was dropped, or never published). The write is guarded by
+	// the mod revision read, so a pointer deleted meanwhile is not re-created.
+	FastForwardExisting
 )
 
 func (m Mode) String() string {
@@ -57,6 +61,8 @@ func (m Mode) String() string {
 		return "fast-forward"
 	case CAS:
 		return "compare-and-swap"
+	case FastForwardExisting:
+		return "fast-forward (existing pointer)"
 	}
 	return fmt.Sprintf("Mode(%d)", int(m))
 }
@@ -127,6 +133,17 @@ func (c *Catalog) Get(ctx context.Context, table string) (Pointer, int64, error)
 // manifest), ErrNewerFormat/ErrCorrupt (never overwritten), ErrContended, ErrEtcd.
 func (c *Catalog) FastForward(ctx context.Context, table string, p Pointer) (Pointer, error) {
 	res, err := c.publish(ctx, "fast-forward", []Update{{Table: table, Mode: FastForward, Pointer: p}})
+	if err != nil {
+		return Pointer{}, err
+	}
+	return res[0], nil
+}
+
+// FastForwardExisting is FastForward on a pointer that must exist: it never creates one,
+// so a write racing a drop cannot bring the dropped table's pointer back.
+// Errors (as *Error): ErrNoPointer, and FastForward's.
+func (c *Catalog) FastForwardExisting(ctx context.Context, table string, p Pointer) (Pointer, error) {
+	res, err := c.publish(ctx, "fast-forward", []Update{{Table: table, Mode: FastForwardExisting, Pointer: p}})
 	if err != nil {
 		return Pointer{}, err
 	}

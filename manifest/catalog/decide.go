@@ -23,7 +23,7 @@ func validate(updates []Update) error {
 			return fmt.Errorf("table %q: %w", u.Table, err)
 		}
 		switch u.Mode {
-		case FastForward:
+		case FastForward, FastForwardExisting:
 		case CAS:
 			if u.Pointer.Version <= u.Expected {
 				return fmt.Errorf("%w: table %q: version %d does not advance past expected %d",
@@ -49,7 +49,10 @@ const (
 func decide(u Update, s state) (decision, error) {
 	p := u.Pointer
 	switch u.Mode {
-	case FastForward:
+	case FastForward, FastForwardExisting:
+		if !s.present && u.Mode == FastForwardExisting {
+			return met, ErrNoPointer
+		}
 		if s.present && s.ptr.Version >= p.Version {
 			if s.ptr.Version == p.Version && s.ptr != p {
 				return met, fmt.Errorf("%w: version %d is published as %s (checksum %08x), ours is %s (checksum %08x)",
@@ -115,7 +118,7 @@ func goalMet(updates []Update, states []state) ([]Pointer, bool) {
 		switch {
 		case !s.present:
 			return nil, false
-		case s.ptr == u.Pointer, u.Mode == FastForward && s.ptr.Version > u.Pointer.Version:
+		case s.ptr == u.Pointer, (u.Mode == FastForward || u.Mode == FastForwardExisting) && s.ptr.Version > u.Pointer.Version:
 			res[i] = s.ptr
 		default:
 			return nil, false

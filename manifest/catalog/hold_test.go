@@ -101,3 +101,25 @@ func TestLowWatermarkEmpty(t *testing.T) {
 		t.Fatal("no holds must give ok=false")
 	}
 }
+
+// TestFastForwardExistingNeverCreates: FastForwardExisting moves an existing pointer
+// forward and refuses (ErrNoPointer, nothing written) when the pointer is absent.
+func TestFastForwardExistingNeverCreates(t *testing.T) {
+	ctx := testCtx(t)
+	c := newCatalog(t)
+	if _, err := c.FastForwardExisting(ctx, "t", ptr(3)); !errors.Is(err, ErrNoPointer) {
+		t.Fatalf("on an absent pointer: %v, want ErrNoPointer", err)
+	}
+	if _, _, err := c.Get(ctx, "t"); !errors.Is(err, ErrNoPointer) {
+		t.Fatalf("pointer after the refusal: %v, want still absent", err)
+	}
+	if _, err := c.FastForward(ctx, "t", ptr(1)); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := c.FastForwardExisting(ctx, "t", ptr(3)); err != nil || p.Version != 3 {
+		t.Fatalf("on an existing pointer: %+v, %v", p, err)
+	}
+	if p, err := c.FastForwardExisting(ctx, "t", ptr(2)); err != nil || p.Version != 3 {
+		t.Fatalf("behind the pointer: %+v, %v; want success leaving 3", p, err)
+	}
+}
