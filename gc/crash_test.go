@@ -24,8 +24,7 @@ import (
 // childCmd re-executes the test binary in mode with env added.
 func childCmd(s objstore.Store, mode, table string, env ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+mode, "STORE_URL="+s.URL(), "TABLE="+table,
-		"ETCD="+strings.Join(enginetest.Etcd().Endpoints(), ","))
+	cmd.Env = append(append(os.Environ(), childEnv+"="+mode, "TABLE="+table), enginetest.ChildEnv(s)...)
 	cmd.Env = append(cmd.Env, env...)
 	return cmd
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/shale-db/shale/compaction"
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/engine/enginetest"
-	"github.com/shale-db/shale/internal/coord"
 	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/recovery"
@@ -45,20 +44,12 @@ func TestMain(m *testing.M) {
 
 func child(mode string) error {
 	ctx := context.Background()
-	s, err := objstore.Open(ctx, os.Getenv("STORE_URL"), objstore.Options{})
+	db, closeDB, err := enginetest.OpenChildDB(ctx, engine.Options{})
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-	cli, err := coord.Connect(ctx, coord.Config{Endpoints: strings.Split(os.Getenv("ETCD"), ",")})
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	db, err := engine.Open(ctx, s, engine.Options{Etcd: cli.Etcd()})
-	if err != nil {
-		return err
-	}
+	defer closeDB()
+	s := db.Store()
 	table := os.Getenv("TABLE")
 	switch mode {
 	case "gc":

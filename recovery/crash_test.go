@@ -42,8 +42,7 @@ var crashSeams = []struct {
 func runChild(t *testing.T, s objstore.Store, table, seam string, env ...string) (killed bool) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=1", "STORE_URL="+s.URL(), "TABLE="+table,
-		"ETCD="+strings.Join(enginetest.Etcd().Endpoints(), ","))
+	cmd.Env = append(append(os.Environ(), childEnv+"=1", "TABLE="+table), enginetest.ChildEnv(s)...)
 	cmd.Env = append(cmd.Env, env...)
 	if seam != "" {
 		cmd.Env = append(cmd.Env, failpoint.EnvVar+"="+seam+"=kill")
@@ -146,26 +145,8 @@ func checkRecovered(t *testing.T, s objstore.Store, db *engine.DB, table string,
 	if left, err := s.List(ctx, Dir, 0); err != nil || len(left) != 0 {
 		t.Fatalf("left under %s: %v %v", Dir, left, err)
 	}
-	refs := map[string]bool{}
-	for v := uint64(1); v <= head; v++ {
-		m, err := manifest.Load(ctx, s, table, v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range m.Fragments {
-			for _, df := range f.Files {
-				refs[df.Key] = true
-			}
-		}
-	}
-	files, err := s.List(ctx, manifest.DataDir(table)+"/", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range files {
-		if !refs[o.Key] {
-			t.Fatalf("data file %s is referenced by no version", o.Key)
-		}
+	if un := unreferenced(t, s, table); len(un) > 0 {
+		t.Fatalf("data files referenced by no version: %v", un)
 	}
 }
 

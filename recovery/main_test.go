@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -14,7 +13,6 @@ import (
 	"github.com/shale-db/shale/compaction"
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/engine/enginetest"
-	"github.com/shale-db/shale/internal/coord"
 	"github.com/shale-db/shale/internal/objstore"
 )
 
@@ -32,26 +30,18 @@ func TestMain(m *testing.M) {
 	enginetest.Main(m)
 }
 
-// child compacts TABLE in the store at STORE_URL with sidecars on (SHALE_FAILPOINTS,
+// child compacts TABLE in the store enginetest.ChildEnv names, with sidecars on (SHALE_FAILPOINTS,
 // read by internal/failpoint at start-up, decides where it dies), or with
 // CHILD_MODE=recover runs Recover on TABLE instead, or with CHILD_MODE=write appends one
 // row (id 999999) to TABLE through recovery.Hook.
 func child() error {
 	ctx := context.Background()
-	s, err := objstore.Open(ctx, os.Getenv("STORE_URL"), objstore.Options{})
+	db, closeDB, err := enginetest.OpenChildDB(ctx, engine.Options{BeforeFirstWrite: Hook(Options{})})
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-	cli, err := coord.Connect(ctx, coord.Config{Endpoints: strings.Split(os.Getenv("ETCD"), ",")})
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	db, err := engine.Open(ctx, s, engine.Options{Etcd: cli.Etcd(), BeforeFirstWrite: Hook(Options{})})
-	if err != nil {
-		return err
-	}
+	defer closeDB()
+	s := db.Store()
 	if os.Getenv("CHILD_MODE") == "write" {
 		// One appended row through the roll-forward hook.
 		tbl, err := db.OpenTable(ctx, os.Getenv("TABLE"))

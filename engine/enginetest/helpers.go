@@ -2,11 +2,13 @@ package enginetest
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/internal/coord"
+	"github.com/shale-db/shale/internal/objstore"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -64,4 +66,40 @@ func ExpireHolds(t testing.TB, db *engine.DB, table string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// Environment variables by which a test's child process (the test binary re-executed)
+// finds the parent's store and etcd; see ChildEnv and OpenChildDB.
+const (
+	EnvStore = "SHALE_TEST_STORE_URL"
+	EnvEtcd  = "SHALE_TEST_ETCD"
+)
+
+// ChildEnv returns the environment entries that let a child process open s with the
+// shared etcd as its catalog (OpenChildDB). Call it in the parent, under Main.
+func ChildEnv(s objstore.Store) []string {
+	return []string{EnvStore + "=" + s.URL(), EnvEtcd + "=" + strings.Join(etcd.Endpoints(), ",")}
+}
+
+// OpenChildDB opens, in a child process, the store and etcd that ChildEnv named, with
+// opts (opts.Etcd is set here). The returned close releases the DB's store and client.
+// Errors: store and etcd connection errors.
+func OpenChildDB(ctx context.Context, opts engine.Options) (*engine.DB, func(), error) {
+	s, err := objstore.Open(ctx, os.Getenv(EnvStore), objstore.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	cli, err := coord.Connect(ctx, coord.Config{Endpoints: strings.Split(os.Getenv(EnvEtcd), ",")})
+	if err != nil {
+		s.Close()
+		return nil, nil, err
+	}
+	opts.Etcd = cli.Etcd()
+	db, err := engine.Open(ctx, s, opts)
+	if err != nil {
+		cli.Close()
+		s.Close()
+		return nil, nil, err
+	}
+	return db, func() { cli.Close(); s.Close() }, nil
 }

@@ -36,8 +36,6 @@ import (
 // Environment of a child process (the re-executed test binary).
 const (
 	envMode  = "SHALE_REVIEWTEST_CHILD" // compact | append | delete
-	envStore = "SHALE_REVIEWTEST_STORE" // store URL
-	envEtcd  = "SHALE_REVIEWTEST_ETCD"  // comma-separated endpoints
 	envTable = "SHALE_REVIEWTEST_TABLE"
 	envFirst = "SHALE_REVIEWTEST_FIRST" // append: first id
 	envRows  = "SHALE_REVIEWTEST_ROWS"  // append: number of rows
@@ -83,20 +81,11 @@ func child(mode string) int {
 		fmt.Fprintln(os.Stderr, "reviewtest child:", err)
 		return 1
 	}
-	s, err := objstore.Open(ctx, os.Getenv(envStore), objstore.Options{})
+	db, closeDB, err := enginetest.OpenChildDB(ctx, engine.Options{})
 	if err != nil {
 		return fail(err)
 	}
-	defer s.Close()
-	cli, err := coord.Connect(ctx, coord.Config{Endpoints: strings.Split(os.Getenv(envEtcd), ",")})
-	if err != nil {
-		return fail(err)
-	}
-	defer cli.Close()
-	db, err := engine.Open(ctx, s, engine.Options{Etcd: cli.Etcd()})
-	if err != nil {
-		return fail(err)
-	}
+	defer closeDB()
 	table := os.Getenv(envTable)
 	res := result{Mode: mode}
 	var opErr error
@@ -442,8 +431,7 @@ type proc struct {
 func (f *fixture) start(name, mode, failpoints string, env ...string) *proc {
 	f.t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envMode+"="+mode, envStore+"="+f.s.URL(), envTable+"="+f.table,
-		envEtcd+"="+strings.Join(enginetest.Etcd().Endpoints(), ","))
+	cmd.Env = append(append(os.Environ(), envMode+"="+mode, envTable+"="+f.table), enginetest.ChildEnv(f.s)...)
 	cmd.Env = slices.DeleteFunc(cmd.Env, func(e string) bool { return strings.HasPrefix(e, failpoint.EnvVar+"=") })
 	if failpoints != "" {
 		cmd.Env = append(cmd.Env, failpoint.EnvVar+"="+failpoints)
