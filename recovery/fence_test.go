@@ -5,10 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/internal/failpoint"
-	"github.com/shale-db/shale/internal/objstore"
-	"github.com/shale-db/shale/internal/storetest"
 	"github.com/shale-db/shale/manifest"
 )
 
@@ -87,19 +84,4 @@ func TestFenceLosesToLateCommit(t *testing.T) {
 	if err != nil || head.Version != zombieVersion || head.Txn.ID != a.TxnID {
 		t.Fatalf("HEAD %+v, %v; want the late commit, and no fence above it", head, err)
 	}
-}
-
-// crashedCompaction builds table t (6 fragments of 50 rows) in a fresh local store,
-// kills a compacting child at seam, expires the dead child's hold, and returns the DB
-// and the one sidecar it left.
-func crashedCompaction(t *testing.T, seam string) (objstore.Store, *engine.DB, Sidecar) {
-	t.Helper()
-	s := storetest.Local(t)
-	db := openDB(t, s)
-	makeTable(t, db, "t", 6, 50)
-	if !runChild(t, s, "t", seam) {
-		t.Fatalf("compaction was not killed at %s", seam)
-	}
-	expireHolds(t, db, "t")
-	return s, db, pendingOne(t, s, "t").Sidecar
 }

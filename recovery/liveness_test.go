@@ -48,14 +48,8 @@ func dataFiles(t *testing.T, s objstore.Store, table string) int {
 // released, the same Recover rolls it back.
 func TestLiveHoldSkipsWhateverTheAge(t *testing.T) {
 	ctx := context.Background()
-	s := storetest.Local(t)
-	db := openDB(t, s)
-	makeTable(t, db, "t", 6, 50)
-	before := rowsOf(t, db, "t")
-	if !runChild(t, s, "t", "manifest.before_version_put") {
-		t.Fatal("compaction was not killed")
-	}
-	expireHolds(t, db, "t")
+	s, db, _ := crashedCompaction(t, "manifest.before_version_put")
+	before := rowsOf(t, db, "t") // the crash committed nothing, or only a rewrite
 	k := pendingOne(t, s, "t")
 	files := dataFiles(t, s, "t")
 	h, err := db.Catalog().AcquireHold(ctx, catalog.Hold{ID: k.Sidecar.OperationID, Table: "t", Kind: "compaction", Version: k.Sidecar.PublishedAtStart}, 0)
@@ -169,14 +163,8 @@ func TestRollForwardNeverRollsBack(t *testing.T) {
 // table, even for concurrent first writes, and again in a new DB.
 func TestHookRollsForwardOnFirstWrite(t *testing.T) {
 	ctx := context.Background()
-	s := storetest.Local(t)
-	db := openDB(t, s)
-	makeTable(t, db, "t", 6, 50)
-	before := rowsOf(t, db, "t")
-	if !runChild(t, s, "t", "compaction.before_publish") {
-		t.Fatal("compaction was not killed")
-	}
-	expireHolds(t, db, "t")
+	s, db, _ := crashedCompaction(t, "compaction.before_publish")
+	before := rowsOf(t, db, "t") // the crash committed nothing, or only a rewrite
 	compacted, err := manifest.Head(ctx, s, "t")
 	if err != nil {
 		t.Fatal(err)

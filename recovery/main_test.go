@@ -14,6 +14,7 @@ import (
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/engine/enginetest"
 	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/internal/storetest"
 )
 
 // childEnv set makes the re-executed test binary run one compaction (child) and exit.
@@ -118,3 +119,18 @@ func rowsOf(t testing.TB, db *engine.DB, name string) []string {
 // a killed holder's last keep-alive would (TestDeadHolderSkippedUntilLeaseExpires waits
 // for the real expiry once; the other tests do not spend 15 s each).
 func expireHolds(t testing.TB, db *engine.DB, table string) { enginetest.ExpireHolds(t, db, table) }
+
+// crashedCompaction builds table t (6 fragments of 50 rows) in a fresh local store,
+// kills a compacting child at seam, expires the dead child's hold, and returns the DB
+// and the one sidecar it left.
+func crashedCompaction(t *testing.T, seam string) (objstore.Store, *engine.DB, Sidecar) {
+	t.Helper()
+	s := storetest.Local(t)
+	db := openDB(t, s)
+	makeTable(t, db, "t", 6, 50)
+	if !runChild(t, s, "t", seam) {
+		t.Fatalf("compaction was not killed at %s", seam)
+	}
+	expireHolds(t, db, "t")
+	return s, db, pendingOne(t, s, "t").Sidecar
+}
