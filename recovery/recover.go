@@ -165,7 +165,9 @@ func run(ctx context.Context, r *recoverer, table string) (Report, error) {
 		opts.PublishTimeout = 30 * time.Second
 	}
 	var rep Report
-	keys, err := Pending(ctx, r.s, table)
+	// One LIST; one() reads each sidecar and skips other tables' (Pending with a table
+	// would GET every sidecar once more to filter).
+	keys, err := Pending(ctx, r.s, "")
 	if err != nil {
 		return rep, err
 	}

@@ -75,7 +75,9 @@ type Keyed struct {
 // first. An unreadable sidecar is returned with Err set (it may belong to any table).
 // Errors: listing failures.
 func PendingSidecars(ctx context.Context, s objstore.Store, table string) ([]Keyed, error) {
-	keys, err := Pending(ctx, s, table)
+	// One LIST, then one GET per sidecar, filtered here (Pending with a table would GET
+	// each sidecar to filter it, and this would read it again).
+	keys, err := Pending(ctx, s, "")
 	if err != nil {
 		return nil, err
 	}
