@@ -69,6 +69,8 @@ type DB struct {
 	cat     *catalog.Catalog
 	storeID string
 	opts    Options
+	// firstWrites gates Options.BeforeFirstWrite per table (see beforeFirstWrite).
+	firstWrites writeGates
 }
 
 // Open opens the tables of store. With opts.Etcd it reads (or creates) the store's id and

@@ -3,16 +3,10 @@ package engine
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync"
-	"weak"
 )
 
-// firstWrites records, per DB, the tables whose Options.BeforeFirstWrite hook has run.
-// It lives beside the DB rather than in it, keyed by a weak pointer and dropped when the
-// DB is collected, so a DB value carries no hook state of its own.
-var firstWrites sync.Map // weak.Pointer[DB] -> *writeGates
-
+// writeGates records the tables whose Options.BeforeFirstWrite hook has run on a DB.
 type writeGates struct {
 	mu     sync.Mutex
 	tables map[string]*writeGate
@@ -32,18 +26,13 @@ func (db *DB) beforeFirstWrite(ctx context.Context, table string) error {
 	if hook == nil {
 		return nil
 	}
-	key := weak.Make(db)
-	v, loaded := firstWrites.Load(key)
-	if !loaded {
-		v, loaded = firstWrites.LoadOrStore(key, &writeGates{tables: map[string]*writeGate{}})
-		if !loaded {
-			runtime.AddCleanup(db, func(k weak.Pointer[DB]) { firstWrites.Delete(k) }, key)
-		}
-	}
-	gates := v.(*writeGates)
+	gates := &db.firstWrites
 	gates.mu.Lock()
 	g := gates.tables[table]
 	if g == nil {
+		if gates.tables == nil {
+			gates.tables = map[string]*writeGate{}
+		}
 		g = &writeGate{}
 		gates.tables[table] = g
 	}
