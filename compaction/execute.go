@@ -185,6 +185,9 @@ func (e *Executor) Run(ctx context.Context, table string, opts Options) (Stats, 
 		committed, cstats, err := e.attempt(ctx, m, p, &st, in)
 		if errors.Is(err, manifest.ErrRetryable) {
 			lastConflict = err
+			if in != nil && len(in.Attempts) > 0 {
+				in.Attempts[len(in.Attempts)-1].Rejected = true
+			}
 			if m, err = manifest.CatchUp(ctx, e.Store, table, m, e.groups()); err != nil {
 				return st, err
 			}
@@ -218,9 +221,10 @@ func (e *Executor) attempt(ctx context.Context, m *manifest.Manifest, p *Plan, s
 			return nil, manifest.CommitStats{}, fmt.Errorf("table %q: compaction %s: before first write: %w", p.Table, p.Txn.ID, err)
 		}
 	}
-	dataDir := manifest.DataDir(p.Table)
+	// Every attempt writes under its transaction's data directory, so garbage collection
+	// can fence the transaction by id before deleting the files (invariant 15).
+	dataDir := AttemptDataDir(p.Table, p.Txn.ID)
 	if in != nil {
-		dataDir = AttemptDataDir(p.Table, p.Txn.ID)
 		if err := e.arm(ctx, in, p, dataDir); err != nil {
 			return nil, manifest.CommitStats{}, err
 		}

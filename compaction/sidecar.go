@@ -40,6 +40,10 @@ type Attempt struct {
 	TxnID       string // the pre-minted transaction id (manifest.Transaction.ID)
 	ReadVersion uint64 // the version the attempt was planned on
 	DataPrefix  string // every data file of the attempt has a key starting with DataPrefix
+	// Rejected: the attempt's commit ended in a conflict, which the commit loop decides
+	// (the transaction has not committed and never will), so its files can be deleted
+	// without fencing it first. Recorded when the next attempt is armed.
+	Rejected bool
 }
 
 // Sidecars stores recovery sidecars (implemented by recovery.Sidecars).
@@ -57,7 +61,7 @@ type Sidecars interface {
 // transaction txnID writes its data files: <table>/data/<txnID>, so that recovery can
 // find every file of an attempt that crashed before committing.
 func AttemptDataDir(table, txnID string) string {
-	return manifest.DataDir(table) + "/" + txnID
+	return manifest.TxnDataDir(table, txnID)
 }
 
 // newIntent mints the run's intent, reading the published version (one etcd GET).

@@ -346,13 +346,15 @@ func TestDeleteSeesCommittedUnpublishedRows(t *testing.T) {
 	// A writer commits ids 10..12 and dies before its publish.
 	rec := kvBatch(10, 13)
 	rdr := recordReader(rec)
-	frags, _, err := tbl.writeFragments(ctx, rdr, tbl.Schema(), tbl.m.Schema.FieldIDs)
+	txn := manifest.NewTransaction(tbl.m.Version, manifest.Operation{Kind: manifest.OpAppend})
+	frags, _, err := tbl.writeFragments(ctx, rdr, tbl.Schema(), tbl.m.Schema.FieldIDs, txn.ID)
 	rdr.Release()
 	rec.Release()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := manifest.Commit(ctx, db.store, "dead", tbl.m, manifest.NewTransaction(tbl.m.Version, manifest.Operation{Kind: manifest.OpAppend, NewFragments: frags}), manifest.CommitOptions{}); err != nil {
+	txn.Op.NewFragments = frags
+	if _, _, err := manifest.Commit(ctx, db.store, "dead", tbl.m, txn, manifest.CommitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	h := mustOpen(t, db, "dead") // the published version: ids 0..2 only

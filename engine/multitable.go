@@ -125,12 +125,14 @@ func (t *Table) PrepareAppend(ctx context.Context, rdr array.RecordReader) (*Wri
 		return nil, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
 	}
 	hold := t.startWriteHold(ctx)
-	frags, rows, err := t.writeFragments(ctx, rdr, t.Schema(), t.m.Schema.FieldIDs)
+	txn := manifest.NewTransaction(t.m.Version, manifest.Operation{Kind: manifest.OpAppend})
+	frags, rows, err := t.writeFragments(ctx, rdr, t.Schema(), t.m.Schema.FieldIDs, txn.ID)
 	if err != nil {
 		hold.stop()
 		return nil, err
 	}
-	return newWrite(t, manifest.NewTransaction(t.m.Version, manifest.Operation{Kind: manifest.OpAppend, NewFragments: frags}), rows, hold), nil
+	txn.Op.NewFragments = frags
+	return newWrite(t, txn, rows, hold), nil
 }
 
 // PrepareDelete plans deleting the rows matching where (writing the new deletion vectors)
@@ -142,12 +144,14 @@ func (t *Table) PrepareDelete(ctx context.Context, where string) (*Write, error)
 		return nil, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
 	}
 	hold := t.startWriteHold(ctx)
-	op, n, err := t.planDelete(ctx, where)
+	txn := manifest.NewTransaction(t.m.Version, manifest.Operation{Kind: manifest.OpDelete})
+	op, n, err := t.planDelete(ctx, where, txn.ID)
 	if err != nil {
 		hold.stop()
 		return nil, err
 	}
-	return newWrite(t, manifest.NewTransaction(t.m.Version, op), n, hold), nil
+	txn.Op = op
+	return newWrite(t, txn, n, hold), nil
 }
 
 // logicalPublish reports whether a member publishes by strict compare-and-swap: operations

@@ -87,7 +87,9 @@ const unknownRetries = 3
 // commit runs the commit loop for txn on top of this handle's version and publishes the
 // result; the handle moves to the committed version. An unknown manifest put is decided by
 // re-running the loop with the same transaction (it finds an earlier attempt that landed
-// by its id, or commits once); what stays undecided is returned as *UnknownError.
+// by its id, or commits once); what stays undecided is returned as *UnknownError. The
+// commit loop's conflicts are decisions (it reads forward for an earlier attempt before
+// reporting one), so a conflict after an unknown attempt means Rejected.
 func (t *Table) commit(ctx context.Context, txn manifest.Transaction) (CommitResult, error) {
 	if t.readOnly {
 		return CommitResult{}, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
@@ -107,6 +109,12 @@ func (t *Table) commit(ctx context.Context, txn manifest.Transaction) (CommitRes
 		m, stats, err = manifest.Commit(ctx, t.db.store, t.name, t.m, txn, opts)
 		if err == nil {
 			break
+		}
+		var landed *manifest.ExpiredLandingError
+		if errors.As(err, &landed) {
+			// An earlier attempt committed, in a version garbage collection has expired
+			// since: below the published version, so published too.
+			return t.landedExpired(ctx, landed)
 		}
 		if !errors.Is(err, manifest.ErrCommitUnknown) {
 			// After an unknown attempt, only a conflict proves ours did not land (the
@@ -137,9 +145,23 @@ func (t *Table) commit(ctx context.Context, txn manifest.Transaction) (CommitRes
 	return res, nil
 }
 
+// landedExpired is the result of a commit whose earlier attempt landed in a version GC
+// has since expired: committed and published. The handle moves to the latest version.
+func (t *Table) landedExpired(ctx context.Context, landed *manifest.ExpiredLandingError) (CommitResult, error) {
+	res := CommitResult{Version: landed.Version, Published: t.db.cat != nil, Attempts: 0}
+	if m, err := t.db.latest(ctx, t.name); err == nil {
+		t.m = m
+	}
+	return res, nil
+}
+
 // Retry finishes a write whose outcome was unknown: it re-runs the commit of txn (same
-// id, same files) on top of this handle's version. If an earlier attempt landed, that
-// version is found and published; otherwise txn commits now. It never commits twice.
+// id, same files). The transaction is checked against every version committed after its
+// own read version, whichever version this handle is at, so every handle in every process
+// gets the same answer. If an earlier attempt landed (even in a version garbage collection
+// has since expired), that version is found and published; otherwise txn commits now or
+// is rejected (*manifest.ConflictError; manifest.ErrTxnAborted when gc or recovery fenced
+// it before deleting its files). It never commits twice.
 func (t *Table) Retry(ctx context.Context, txn manifest.Transaction) (CommitResult, error) {
 	return t.commit(ctx, txn)
 }

@@ -61,7 +61,10 @@ func (t *Table) Update(ctx context.Context, set map[string]string, where string)
 		return CommitResult{}, err
 	}
 	for attempt := 0; ; attempt++ {
-		op, updated, err := t.planUpdate(ctx, set, where)
+		// A conflict is a decision (the attempt did not and never will commit), so a
+		// re-plan is a new transaction with new files.
+		txn := manifest.NewTransaction(t.m.Version, manifest.Operation{Kind: manifest.OpUpdate})
+		op, updated, err := t.planUpdate(ctx, set, where, txn.ID)
 		if err != nil {
 			return CommitResult{}, err
 		}
@@ -71,7 +74,8 @@ func (t *Table) Update(ctx context.Context, set map[string]string, where string)
 		if err := seamUpdatePlanned.Inject(ctx); err != nil {
 			return CommitResult{}, err
 		}
-		res, err := t.commit(ctx, manifest.NewTransaction(t.m.Version, op))
+		txn.Op = op
+		res, err := t.commit(ctx, txn)
 		res.Rows = updated
 		if err == nil || !errors.Is(err, manifest.ErrRetryable) || attempt >= t.db.opts.WriteRetries {
 			return res, err
@@ -132,7 +136,7 @@ type updatedBatch struct {
 // planUpdate rewrites the rows of this version matching where into new data files and
 // writes the deletion vectors of their old copies. It returns the Update operation and the
 // number of rows updated (0: nothing was written).
-func (t *Table) planUpdate(ctx context.Context, set map[string]string, where string) (manifest.Operation, int64, error) {
+func (t *Table) planUpdate(ctx context.Context, set map[string]string, where, txnID string) (manifest.Operation, int64, error) {
 	assigns, err := t.bindAssignments(set)
 	if err != nil {
 		return manifest.Operation{}, 0, err
@@ -181,7 +185,7 @@ func (t *Table) planUpdate(ctx context.Context, set map[string]string, where str
 		return updatedBatch{frag: task.frag.ID, rows: bm, rec: array.NewRecordBatch(schema, cols, matched.NumRows())}, nil
 	}
 
-	w, err := fragment.NewWriter(ctx, t.db.store, manifest.DataDir(t.name), schema, t.m.Schema.FieldIDs, t.db.opts.Write)
+	w, err := fragment.NewWriter(ctx, t.db.store, manifest.TxnDataDir(t.name, txnID), schema, t.m.Schema.FieldIDs, t.db.opts.Write)
 	if err != nil {
 		return manifest.Operation{}, 0, err
 	}
@@ -226,7 +230,7 @@ func (t *Table) planUpdate(ctx context.Context, set map[string]string, where str
 	for _, a := range assigns {
 		op.UpdatedFields = append(op.UpdatedFields, a.id)
 	}
-	if err := t.markDeleted(ctx, st, hits, &op); err != nil {
+	if err := t.markDeleted(ctx, st, hits, &op, txnID); err != nil {
 		return manifest.Operation{}, 0, err
 	}
 	return op, updated, nil
@@ -234,10 +238,9 @@ func (t *Table) planUpdate(ctx context.Context, set map[string]string, where str
 
 // markDeleted adds to op the deletion vectors that delete the rows in hits (fragment id →
 // row offsets) on top of each fragment's current deletion vector, and removes fragments left
-// without live rows. The vectors are written as objects of version t.m.Version+1.
+// without live rows. The vectors are written as objects of transaction txnID.
 // (The same decision as planDelete's; a candidate for planDelete to share.)
-func (t *Table) markDeleted(ctx context.Context, st *scanState, hits map[uint32]*roaring.Bitmap, op *manifest.Operation) error {
-	next := t.m.Version + 1
+func (t *Table) markDeleted(ctx context.Context, st *scanState, hits map[uint32]*roaring.Bitmap, op *manifest.Operation, txnID string) error {
 	for i := range t.m.Fragments {
 		f := &t.m.Fragments[i]
 		bm := hits[f.ID]
@@ -255,7 +258,7 @@ func (t *Table) markDeleted(ctx context.Context, st *scanState, hits map[uint32]
 			op.Removed = append(op.Removed, f.ID)
 			continue
 		}
-		key := manifest.NewDeletionKey(t.name, f.ID, next)
+		key := manifest.NewDeletionKey(t.name, txnID, f.ID)
 		size, err := fragment.WriteDeletionVector(ctx, t.db.store, key, bm)
 		if err != nil {
 			return t.dataError(key, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -88,14 +87,16 @@ func checkNulls(table string, schema *arrow.Schema, rec arrow.RecordBatch) error
 	return nil
 }
 
-// writeFragments streams rdr into new data files (one fragment per file). Memory is bounded
-// by one data file's worth of encoded batches. The files are not referenced by any version
-// until a commit names them; on error they are left for GC.
-func (t *Table) writeFragments(ctx context.Context, rdr array.RecordReader, schema *arrow.Schema, fieldIDs []int32) ([]manifest.Fragment, int64, error) {
+// writeFragments streams rdr into new data files (one fragment per file) under the data
+// directory of transaction txnID (manifest.TxnDataDir). Memory is bounded by one data
+// file's worth of encoded batches. The files are not referenced by any version until a
+// commit of txnID names them; on error they are left for GC, which fences txnID before
+// deleting them.
+func (t *Table) writeFragments(ctx context.Context, rdr array.RecordReader, schema *arrow.Schema, fieldIDs []int32, txnID string) ([]manifest.Fragment, int64, error) {
 	if err := checkSchema(t.name, schema, rdr.Schema()); err != nil {
 		return nil, 0, err
 	}
-	w, err := fragment.NewWriter(ctx, t.db.store, manifest.DataDir(t.name), schema, fieldIDs, t.db.opts.Write)
+	w, err := fragment.NewWriter(ctx, t.db.store, manifest.TxnDataDir(t.name, txnID), schema, fieldIDs, t.db.opts.Write)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -141,38 +142,29 @@ func (t *Table) writeFragments(ctx context.Context, rdr array.RecordReader, sche
 // Append adds the rows of rdr as new fragments in one new version and publishes it.
 // Records must match the table schema (ErrSchemaMismatch otherwise; nothing is committed).
 // Appending no rows commits nothing and returns the current version. Concurrent appends
-// never lose each other's rows: the commit loop rebases over them. A retryable conflict
-// (its read version expired by GC, say) re-commits the same data files
-// on top of HEAD, up to Options.WriteRetries times, while the schema is unchanged.
+// never lose each other's rows: the commit loop rebases over them. The transaction is
+// minted before the first data file is written, and its files are written under its id
+// (manifest.TxnDataDir), so garbage collection can fence it before deleting them: a write
+// that was paused past GC's grace period fails with manifest.ErrTxnAborted instead of
+// committing a version naming deleted files (invariant 15). Its files are never committed
+// under another transaction id (invariant 16).
 func (t *Table) Append(ctx context.Context, rdr array.RecordReader) (CommitResult, error) {
 	if t.readOnly {
 		return CommitResult{}, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
 	}
 	defer t.holdWhileWriting(ctx)()
-	frags, rows, err := t.writeFragments(ctx, rdr, t.Schema(), t.m.Schema.FieldIDs)
+	txn := manifest.NewTransaction(t.m.Version, manifest.Operation{Kind: manifest.OpAppend})
+	frags, rows, err := t.writeFragments(ctx, rdr, t.Schema(), t.m.Schema.FieldIDs, txn.ID)
 	if err != nil {
 		return CommitResult{}, err
 	}
 	if rows == 0 {
 		return CommitResult{Version: t.m.Version}, nil
 	}
-	fieldIDs := t.m.Schema.FieldIDs
-	for attempt := 0; ; attempt++ {
-		res, err := t.commit(ctx, manifest.NewTransaction(t.m.Version, manifest.Operation{Kind: manifest.OpAppend, NewFragments: frags}))
-		res.Rows = rows
-		if err == nil || !errors.Is(err, manifest.ErrRetryable) || attempt >= t.db.opts.WriteRetries {
-			return res, err
-		}
-		// Nothing landed (a conflict is definite). The written fragments still fit if the
-		// schema is unchanged at HEAD (e.g. our read version was expired by GC): commit
-		// them again on top of HEAD.
-		if lerr := t.refreshHead(ctx); lerr != nil {
-			return res, errors.Join(err, lerr)
-		}
-		if !slices.Equal(t.m.Schema.FieldIDs, fieldIDs) {
-			return res, err
-		}
-	}
+	txn.Op.NewFragments = frags
+	res, err := t.commit(ctx, txn)
+	res.Rows = rows
+	return res, err
 }
 
 // AppendRecord appends one record batch (see Append).
@@ -208,11 +200,13 @@ func (t *Table) Overwrite(ctx context.Context, rdr array.RecordReader) (CommitRe
 	if err != nil {
 		return CommitResult{}, err
 	}
-	frags, rows, err := t.writeFragments(ctx, rdr, schema, ids)
+	txn := manifest.NewTransaction(t.m.Version, manifest.Operation{Kind: manifest.OpOverwrite, Schema: &ms})
+	frags, rows, err := t.writeFragments(ctx, rdr, schema, ids, txn.ID)
 	if err != nil {
 		return CommitResult{}, err
 	}
-	res, err := t.commit(ctx, manifest.NewTransaction(t.m.Version, manifest.Operation{Kind: manifest.OpOverwrite, Schema: &ms, NewFragments: frags}))
+	txn.Op.NewFragments = frags
+	res, err := t.commit(ctx, txn)
 	res.Rows = rows
 	return res, err
 }
@@ -238,14 +232,18 @@ func (t *Table) Delete(ctx context.Context, where string) (CommitResult, error) 
 		return CommitResult{}, err
 	}
 	for attempt := 0; ; attempt++ {
-		op, deleted, err := t.planDelete(ctx, where)
+		// A conflict is a decision (the attempt did not and never will commit), so a
+		// re-plan is a new transaction with new deletion vectors.
+		txn := manifest.NewTransaction(t.m.Version, manifest.Operation{Kind: manifest.OpDelete})
+		op, deleted, err := t.planDelete(ctx, where, txn.ID)
 		if err != nil {
 			return CommitResult{}, err
 		}
 		if deleted == 0 {
 			return CommitResult{Version: t.m.Version}, nil
 		}
-		res, err := t.commit(ctx, manifest.NewTransaction(t.m.Version, op))
+		txn.Op = op
+		res, err := t.commit(ctx, txn)
 		res.Rows = deleted
 		if err == nil || !errors.Is(err, manifest.ErrRetryable) || attempt >= t.db.opts.WriteRetries {
 			return res, err
@@ -257,8 +255,9 @@ func (t *Table) Delete(ctx context.Context, where string) (CommitResult, error) 
 }
 
 // planDelete finds the rows of this version matching where and writes the new deletion
-// vectors. It returns the Delete operation and the number of newly deleted rows.
-func (t *Table) planDelete(ctx context.Context, where string) (manifest.Operation, int64, error) {
+// vectors, as objects of transaction txnID. It returns the Delete operation and the
+// number of newly deleted rows.
+func (t *Table) planDelete(ctx context.Context, where, txnID string) (manifest.Operation, int64, error) {
 	p, err := t.plan(ScanOptions{Filter: where, Columns: []string{}})
 	if err != nil {
 		return manifest.Operation{}, 0, err
@@ -297,7 +296,6 @@ func (t *Table) planDelete(ctx context.Context, where string) (manifest.Operatio
 	}
 	op := manifest.Operation{Kind: manifest.OpDelete, Predicate: where}
 	var deleted int64
-	next := t.m.Version + 1
 	for _, id := range order {
 		f, _ := t.m.Fragment(id)
 		bm := hits[id]
@@ -313,7 +311,7 @@ func (t *Table) planDelete(ctx context.Context, where string) (manifest.Operatio
 			op.Removed = append(op.Removed, id)
 			continue
 		}
-		key := manifest.NewDeletionKey(t.name, id, next)
+		key := manifest.NewDeletionKey(t.name, txnID, id)
 		size, err := fragment.WriteDeletionVector(ctx, t.db.store, key, bm)
 		if err != nil {
 			return manifest.Operation{}, 0, t.dataError(key, err)

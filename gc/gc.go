@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/shale-db/shale/engine"
@@ -21,17 +23,19 @@ import (
 )
 
 // Failpoint seams (internal/failpoint; free unless enabled), in the order a run passes
-// them. after_expire_manifest fires after each expired version's manifest and record are
-// deleted, mid_file_delete after each file deleted.
+// them. after_expire_manifest fires after each expired version's manifest is replaced by
+// its tombstone, after_fence after the abort version fencing uncommitted writers' files,
+// mid_file_delete after each file deleted.
 var (
 	seamAfterPlan           = failpoint.Seam("gc.after_plan")
 	seamAfterExpireManifest = failpoint.Seam("gc.after_expire_manifest")
+	seamAfterFence          = failpoint.Seam("gc.after_fence")
 	seamMidFileDelete       = failpoint.Seam("gc.mid_file_delete")
 	seamBeforeDone          = failpoint.Seam("gc.before_done")
 )
 
 // Seams lists the seam names above, in order (crash tests iterate over it).
-var Seams = []string{"gc.after_plan", "gc.after_expire_manifest", "gc.mid_file_delete", "gc.before_done"}
+var Seams = []string{"gc.after_plan", "gc.after_expire_manifest", "gc.after_fence", "gc.mid_file_delete", "gc.before_done"}
 
 // File is one object GC deleted (or, in a dry run, would delete).
 type File struct {
@@ -65,6 +69,18 @@ type TableReport struct {
 	BytesKept int64           `json:"bytes_kept"`
 	// Unknown lists keys of shapes GC does not recognise (kept).
 	Unknown []string `json:"unknown"`
+	// Fence is the abort version this run committed before deleting the files of
+	// transactions that had not committed (0: none needed), FencedTxns how many it
+	// named, FencePublished whether the pointer reached it (see recovery.Fence).
+	Fence          uint64 `json:"fence,omitempty"`
+	FencedTxns     int    `json:"fenced_transactions,omitempty"`
+	FencePublished bool   `json:"fence_published,omitempty"`
+	// Restored lists expired versions put back because a reader pinned them while this
+	// run was expiring them.
+	Restored []uint64 `json:"restored,omitempty"`
+	// HeldExpired is a version a live hold needs that was already expired (a run that
+	// restored it died first): no data file was deleted this run (0: none).
+	HeldExpired uint64 `json:"held_expired,omitempty"`
 }
 
 // Report is what Run did. In JSON every list is [] when empty, never null (see
@@ -179,7 +195,7 @@ func RunWithRecover(ctx context.Context, s objstore.Store, cat *catalog.Catalog,
 		}
 	}
 	for _, t := range tables {
-		g := &collector{s: s, cat: cat, table: t, p: p, now: time.Now()}
+		g := &collector{s: s, cat: cat, table: t, p: p, now: time.Now(), landed: map[string]bool{}, restored: map[uint64]bool{}}
 		tr, err := g.run(ctx)
 		rep.Tables = append(rep.Tables, tr)
 		if err != nil {
@@ -210,6 +226,17 @@ type collector struct {
 	p     Policy
 	now   time.Time
 	rep   TableReport
+
+	// records holds the retained versions as read (raw bytes kept to restore one a
+	// reader pinned while this run expired it).
+	records map[uint64]*manifest.Record
+	// landed holds the ids of transactions this run saw committed: their files need no
+	// fence.
+	landed map[string]bool
+	// heldExpired is a version a live hold needs that had already expired (0: none).
+	heldExpired uint64
+	// restored holds the versions this run expired and put back for a pin.
+	restored map[uint64]bool
 }
 
 func (g *collector) run(ctx context.Context) (TableReport, error) {
@@ -256,6 +283,7 @@ func (g *collector) run(ctx context.Context) (TableReport, error) {
 		return g.rep, nil // dropped meanwhile
 	}
 	mans := make(map[uint64]*manifest.Manifest, len(versions))
+	g.records = make(map[uint64]*manifest.Record, len(versions))
 	stamps := make([]Stamp, 0, len(versions))
 	// Newest first, stopping at the first tombstone: versions expire oldest first and
 	// the retained ones are a suffix, so everything below a tombstone is expired too (one
@@ -263,23 +291,33 @@ func (g *collector) run(ctx context.Context) (TableReport, error) {
 	// outright (by hand, or by a concurrent GC's Load race) is skipped.
 	for i := len(versions) - 1; i >= 0; i-- {
 		v := versions[i]
-		m, err := manifest.Load(ctx, g.s, g.table, v)
-		if errors.Is(err, manifest.ErrVersionExpired) {
-			break
-		}
+		rec, err := manifest.LoadRecord(ctx, g.s, g.table, v)
 		if errors.Is(err, manifest.ErrVersionNotFound) {
 			continue
 		}
 		if err != nil {
 			return g.rep, err
 		}
+		if rec.Expired() {
+			if hasLow && low <= v {
+				// A live hold needs a version that is already expired (a reader pinned it
+				// while another run was expiring it, and that run died before restoring
+				// it): what it references is unknown, so no data file may go this run.
+				g.heldExpired = v
+			}
+			break
+		}
+		m := rec.Manifest
 		mans[v] = m
+		g.records[v] = rec
+		g.landed[m.Txn.ID] = true
 		ts := m.Committed
 		if ts == 0 {
 			ts = m.Txn.Timestamp // written before commit times were recorded
 		}
 		stamps = append(stamps, Stamp{Version: v, Timestamp: ts})
 	}
+	g.rep.HeldExpired = g.heldExpired
 	slices.Reverse(stamps)
 	if len(stamps) == 0 {
 		return g.rep, nil
@@ -314,22 +352,14 @@ func (g *collector) run(ctx context.Context) (TableReport, error) {
 		return g.rep, err
 	}
 	for _, v := range expired {
-		m := mans[v]
-		g.rep.ExpiredManifestBytes += sizes[m.Key()]
-		if size, ok := sizes[m.TxnKey]; ok {
-			g.deleted(objstore.ObjectInfo{Key: m.TxnKey, Size: size}, ExpiredVersion)
-		}
+		g.rep.ExpiredManifestBytes += sizes[mans[v].Key()]
 	}
 	if !g.p.DryRun {
+		// The transaction records go later, with the other unreferenced files: a version
+		// put back for a pin taken meanwhile keeps its record.
 		for _, v := range expired {
-			m := mans[v]
-			if err := manifest.Expire(ctx, g.s, m); err != nil {
+			if err := manifest.Expire(ctx, g.s, mans[v]); err != nil {
 				return g.rep, err
-			}
-			if m.TxnKey != "" {
-				if err := g.s.Delete(ctx, m.TxnKey); err != nil {
-					return g.rep, &manifest.ObjectError{Table: g.table, Version: v, Key: m.TxnKey, Err: fmt.Errorf("expire: %w", err)}
-				}
 			}
 			if err := seamAfterExpireManifest.Inject(ctx); err != nil {
 				return g.rep, err
@@ -354,22 +384,24 @@ func (g *collector) run(ctx context.Context) (TableReport, error) {
 	}
 	if low2, ok := catalog.LowWatermark(holds2); ok {
 		for _, v := range expired {
-			if v >= low2 {
-				references(mans[v], refs.Files)
+			if v < low2 {
+				continue
+			}
+			// A reader pinned v while we expired it: keep its files, and put its manifest
+			// back (byte for byte) so that later runs see the version the pin needs.
+			references(mans[v], refs.Files)
+			refs.Txns[v] = mans[v].TxnKey
+			g.restored[v] = true
+			if !g.p.DryRun {
+				if err := manifest.Restore(ctx, g.s, g.records[v]); err != nil {
+					return g.rep, err
+				}
+				g.rep.Restored = append(g.rep.Restored, v)
 			}
 		}
 	}
-	for v := head + 1; ; v++ {
-		m, err := manifest.Load(ctx, g.s, g.table, v)
-		if errors.Is(err, manifest.ErrVersionNotFound) {
-			break
-		}
-		if err != nil {
-			return g.rep, err
-		}
-		references(m, refs.Files)
-		refs.Txns[v] = m.TxnKey
-		refs.Head = v
+	if err := g.readForward(ctx, refs); err != nil {
+		return g.rep, err
 	}
 	refs.Cutoff = g.now.Add(-g.p.GracePeriod)
 	for _, h := range append(holds, holds2...) {
@@ -381,39 +413,143 @@ func (g *collector) run(ctx context.Context) (TableReport, error) {
 		}
 	}
 
+	return g.rep, g.collect(ctx, refs, expired, mans)
+}
+
+// readForward adds to refs the versions committed after refs.Head (by writers running
+// beside this run), up to HEAD, and records their transactions as landed.
+func (g *collector) readForward(ctx context.Context, refs *Refs) error {
+	for v := refs.Head + 1; ; v++ {
+		m, err := manifest.Load(ctx, g.s, g.table, v)
+		if errors.Is(err, manifest.ErrVersionNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		references(m, refs.Files)
+		refs.Txns[v] = m.TxnKey
+		refs.Head = v
+		g.landed[m.Txn.ID] = true
+	}
+}
+
+// fenceAttempts bounds how often a run re-reads and fences again after a transaction it
+// was about to fence committed first.
+const fenceAttempts = 5
+
+// collect lists the table's objects, classifies them and deletes the garbage. Garbage
+// written by a transaction that has not committed (its key names it: manifest.KeyTxn) is
+// deleted only after an abort version naming that transaction is committed on top of the
+// versions this run read (recovery.Fence): a writer paused for any length of time that
+// later tries to commit it meets the abort and fails with manifest.ErrTxnAborted instead
+// of committing a version naming deleted files (invariant 15). If one of them committed
+// after this run read HEAD, the fence fails; the run reads forward and tries again.
+func (g *collector) collect(ctx context.Context, refs *Refs, expired []uint64, mans map[uint64]*manifest.Manifest) error {
 	objs, err := g.s.List(ctx, g.table+"/", 0)
 	if err != nil {
-		return g.rep, fmt.Errorf("list %s/: %w", g.table, err)
+		return fmt.Errorf("list %s/: %w", g.table, err)
 	}
-	// In a dry run the expired versions' manifests and transaction records are still in
-	// the store; they were counted with their versions, not as kept or as garbage.
-	expiredKeys := map[string]bool{}
+	// In a dry run the expired versions' manifests are still in the store; they were
+	// counted with their versions, not as kept or as garbage. Their transaction records
+	// are deleted here (class ExpiredVersion), unless the version was put back for a pin.
+	expiredKeys, expiredTxns := map[string]bool{}, map[string]bool{}
 	for _, v := range expired {
-		expiredKeys[mans[v].TxnKey] = true
 		expiredKeys[manifest.ManifestKey(g.table, v)] = true
+		if !g.restored[v] {
+			expiredTxns[mans[v].TxnKey] = true
+		}
 	}
-	for _, o := range objs {
-		if g.p.DryRun && expiredKeys[o.Key] {
-			continue
+	for attempt := 1; ; attempt++ {
+		var garbage []objstore.ObjectInfo
+		kept := map[string]Class{}
+		unfenced := map[string]bool{}
+		for _, o := range objs {
+			if g.p.DryRun && expiredKeys[o.Key] {
+				continue
+			}
+			if expiredTxns[o.Key] {
+				garbage = append(garbage, o) // a landed transaction's: no fence
+				continue
+			}
+			c := Classify(g.table, o.Key, o.ModTime, refs)
+			if c == Garbage && g.heldExpired != 0 && !strings.Contains(o.Key, "/_txn/") {
+				c = HeldExpired
+			}
+			if c != Garbage {
+				kept[o.Key] = c
+				continue
+			}
+			garbage = append(garbage, o)
+			if id, ok := manifest.KeyTxn(g.table, o.Key); ok && !g.landed[id] {
+				unfenced[id] = true
+			}
 		}
-		c := Classify(g.table, o.Key, o.ModTime, refs)
-		if c != Garbage {
-			g.keep(o, c)
-			continue
+		if len(unfenced) > 0 && !g.p.DryRun {
+			err := g.fence(ctx, refs, unfenced)
+			if errors.Is(err, manifest.ErrIncompatible) && attempt < fenceAttempts {
+				// One of them committed after we read HEAD: its files are referenced now.
+				if err := g.readForward(ctx, refs); err != nil {
+					return err
+				}
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("fence %d transaction(s) before deleting their files: %w", len(unfenced), err)
+			}
 		}
-		if g.p.DryRun {
+		g.rep.FencedTxns = len(unfenced)
+		for _, o := range objs {
+			if c, ok := kept[o.Key]; ok {
+				g.keep(o, c)
+			}
+		}
+		for _, o := range garbage {
+			c := Garbage
+			if expiredTxns[o.Key] {
+				c = ExpiredVersion
+			}
+			if g.p.DryRun {
+				g.deleted(o, c)
+				continue
+			}
+			if err := g.s.Delete(ctx, o.Key); err != nil {
+				return &manifest.ObjectError{Table: g.table, Key: o.Key, Err: fmt.Errorf("delete: %w", err)}
+			}
 			g.deleted(o, c)
-			continue
+			if err := seamMidFileDelete.Inject(ctx); err != nil {
+				return err
+			}
 		}
-		if err := g.s.Delete(ctx, o.Key); err != nil {
-			return g.rep, &manifest.ObjectError{Table: g.table, Key: o.Key, Err: fmt.Errorf("delete: %w", err)}
-		}
-		g.deleted(o, c)
-		if err := seamMidFileDelete.Inject(ctx); err != nil {
-			return g.rep, err
+		return nil
+	}
+}
+
+// fence commits an abort version naming ids on top of refs.Head, the newest version this
+// run has read (see recovery.Fence).
+func (g *collector) fence(ctx context.Context, refs *Refs, ids map[string]bool) error {
+	var groups manifest.GroupResolver
+	if g.cat != nil {
+		groups = catalog.GroupWaiter{Catalog: g.cat, Timeout: 30 * time.Second}
+	}
+	var read *manifest.Manifest
+	if rec := g.records[refs.Head]; rec != nil && rec.Manifest.Txn.Op.Group == nil {
+		read = rec.Manifest // read already, and no group to resolve
+	} else {
+		var err error
+		if read, err = manifest.LoadCounted(ctx, g.s, g.table, refs.Head, groups); err != nil {
+			return err
 		}
 	}
-	return g.rep, nil
+	res, err := recovery.Fence(ctx, g.s, g.cat, read, slices.Collect(maps.Keys(ids)), groups, g.p.FenceWait)
+	if err != nil {
+		return err
+	}
+	g.rep.Fence, g.rep.FencePublished = res.Version, res.Published
+	if err := seamAfterFence.Inject(ctx); err != nil {
+		return err
+	}
+	return nil
 }
 
 // sizes lists prefixes and returns each object's size.

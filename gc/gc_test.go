@@ -45,7 +45,10 @@ func history(t *testing.T, db *engine.DB) *engine.Table {
 // a writer that died before its manifest put (above HEAD), a local temp file, and a
 // precondition probe's object.
 func garbage(t *testing.T, s objstore.Store, tag string, d time.Duration) []string {
+	dead := manifest.NewTransactionID() // a writer that never committed: gc fences it
 	keys := []string{
+		"t/data/" + dead + "/0.arrow",
+		"t/_deletions/" + dead + "/3-0.dv",
 		"t/data/" + tag + "KILLEDIMPORT.arrow",
 		"t/data/" + tag + "ABANDONEDTXN/0.arrow",
 		"t/_deletions/0-3-" + tag + "dead.dv",
@@ -123,15 +126,27 @@ func TestRunExpiresAndCollects(t *testing.T) {
 	for _, v := range tr.Expired {
 		tombstones += diskAfter[manifest.ManifestKey("t", v)]
 	}
-	if tombstones == 0 || tombstones > 100*int64(len(tr.Expired)) {
+	// A tombstone keeps the expired version's transaction (an append's: a few hundred
+	// bytes), so commits can still be checked against it.
+	if tombstones == 0 || tombstones > 400*int64(len(tr.Expired)) {
 		t.Fatalf("tombstones of %d expired versions: %d bytes", len(tr.Expired), tombstones)
 	}
-	if got, want := sum(diskBefore)-sum(diskAfter), tr.BytesDeleted+tempBytes+tr.ExpiredManifestBytes-tombstones; got != want {
-		t.Fatalf("disk shrank by %d bytes, the report says %d (deleted %d + temp %d + manifests %d - tombstones %d)",
-			got, want, tr.BytesDeleted, tempBytes, tr.ExpiredManifestBytes, tombstones)
+	// The run fenced the planted writer's transaction (an abort version: a manifest and
+	// its transaction record) before deleting its files.
+	if tr.Fence != 12 || tr.FencedTxns != 1 {
+		t.Fatalf("fence %d naming %d transactions, want version 12 naming the dead writer", tr.Fence, tr.FencedTxns)
+	}
+	abort, err := manifest.Load(ctx, s, "t", tr.Fence)
+	if err != nil || abort.Txn.Op.Kind != manifest.OpAbort {
+		t.Fatalf("fence version: %v %v", abort, err)
+	}
+	fenceBytes := diskAfter[abort.Key()] + diskAfter[abort.TxnKey]
+	if got, want := sum(diskBefore)-sum(diskAfter), tr.BytesDeleted+tempBytes+tr.ExpiredManifestBytes-tombstones-fenceBytes; got != want {
+		t.Fatalf("disk shrank by %d bytes, the report says %d (deleted %d + temp %d + manifests %d - tombstones %d - fence %d)",
+			got, want, tr.BytesDeleted, tempBytes, tr.ExpiredManifestBytes, tombstones, fenceBytes)
 	}
 	// Kept (under the table) + the fixed _shale/ objects + young temp files = the disk.
-	if got := sum(diskFiles(t, s)); got != tr.BytesKept+sum(needed(t, s))+youngTemp(t, s) {
+	if got := sum(diskFiles(t, s)); got != tr.BytesKept+fenceBytes+sum(needed(t, s))+youngTemp(t, s) {
 		t.Fatalf("disk holds %d bytes; report kept %d", got, tr.BytesKept)
 	}
 	checkRetained(t, db, "t", before)
@@ -144,13 +159,23 @@ func TestRunExpiresAndCollects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// It reads the 3 retained manifests, the newest tombstone, and looks past HEAD
-	// once: not the 8 expired versions again.
-	if gets := s.Counters().Snapshot().Sub(reqs).ByOp[objstore.OpGet]; gets != 5 {
-		t.Fatalf("second run made %d GETs, want 5", gets)
+	// It reads the 4 manifests above the first tombstone (9..11 and the first run's
+	// fence, 12), the newest tombstone, and looks past HEAD once: not the 8 expired
+	// versions again. (Its own fence of the formerly young writer is built on 12, read
+	// already.)
+	if gets := s.Counters().Snapshot().Sub(reqs).ByOp[objstore.OpGet]; gets != 6 {
+		t.Fatalf("second run made %d GETs, want 6", gets)
 	}
-	if n := len(rep.Tables[0].Deleted) + len(rep.TempFiles) + len(rep.StoreFiles); n != len(youngs) || len(rep.Tables[0].Expired) != 0 {
-		t.Fatalf("second run: deleted %v temp %v expired %v, want the %d formerly young files",
+	// The first run's fence (12) pushed version 9 out of the newest three: it expires
+	// now (its transaction record goes with it).
+	n := len(rep.TempFiles) + len(rep.StoreFiles)
+	for _, f := range rep.Tables[0].Deleted {
+		if f.Class != ExpiredVersion {
+			n++
+		}
+	}
+	if n != len(youngs) || !slices.Equal(rep.Tables[0].Expired, []uint64{9}) {
+		t.Fatalf("second run: deleted %v temp %v expired %v, want the %d formerly young files and version 9",
 			rep.Tables[0].Deleted, rep.TempFiles, rep.Tables[0].Expired, len(youngs))
 	}
 	checkDiskIsNeeded(t, s, nil, "t")
@@ -167,11 +192,25 @@ func checkRetained(t *testing.T, db *engine.DB, table string, before map[uint64]
 		t.Fatal(err)
 	}
 	if !vr.OK() {
-		t.Fatalf("verify: %v", vr.Err())
+		t.Fatalf("verify: %v\n%+v", vr.Err(), vr)
+	}
+	var last uint64
+	for v := range before {
+		last = max(last, v)
 	}
 	for v, rows := range allRows(t, db, table) {
-		if !slices.Equal(rows, before[v]) {
-			t.Fatalf("version %d: %d rows after GC, %d before", v, len(rows), len(before[v]))
+		want, ok := before[v]
+		if !ok {
+			// A version GC committed: the abort fencing uncommitted writers' files. It
+			// changes no row.
+			m, err := manifest.Load(ctx, db.Store(), table, v)
+			if err != nil || m.Txn.Op.Kind != manifest.OpAbort || v <= last {
+				t.Fatalf("version %d after GC is not an abort above the old HEAD %d: %v %v", v, last, m, err)
+			}
+			want = before[last]
+		}
+		if !slices.Equal(rows, want) {
+			t.Fatalf("version %d: %d rows after GC, %d before", v, len(rows), len(want))
 		}
 	}
 }

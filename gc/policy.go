@@ -39,6 +39,10 @@ type Policy struct {
 	// DryRun reports what would be expired and deleted without deleting anything (recovery
 	// is not run either).
 	DryRun bool
+	// FenceWait bounds how long the abort version committed before deleting uncommitted
+	// transactions' files waits for the versions below it to be published (0:
+	// recovery.DefaultFencePublishWait).
+	FenceWait time.Duration
 }
 
 func (p Policy) withDefaults() Policy {
@@ -126,14 +130,15 @@ type Class string
 
 // Classes.
 const (
-	Referenced     Class = "referenced" // named by a retained version (or needed by a live hold)
-	Protected      Class = "protected"  // under a pending recovery sidecar's attempt prefix: recovery owns it
-	Young          Class = "young"      // unreferenced, but modified within the grace period (or after a live hold started)
-	InFlight       Class = "in-flight"  // a transaction record above HEAD within the grace period: a commit in progress
-	Unknown        Class = "unknown"    // a shape GC does not recognise: never deleted
-	Garbage        Class = "garbage"    // delete
-	ExpiredVersion Class = "expired"    // an expired version's transaction record (deleted with its version)
-	ManifestObj    Class = "manifest"   // a manifest or an expired version's tombstone (never deleted)
+	Referenced     Class = "referenced"   // named by a retained version (or needed by a live hold)
+	Protected      Class = "protected"    // under a pending recovery sidecar's attempt prefix: recovery owns it
+	Young          Class = "young"        // unreferenced, but modified within the grace period (or after a live hold started)
+	InFlight       Class = "in-flight"    // a transaction record above HEAD within the grace period: a commit in progress
+	Unknown        Class = "unknown"      // a shape GC does not recognise: never deleted
+	Garbage        Class = "garbage"      // delete
+	ExpiredVersion Class = "expired"      // an expired version's transaction record (deleted with its version)
+	ManifestObj    Class = "manifest"     // a manifest or an expired version's tombstone (never deleted)
+	HeldExpired    Class = "held-expired" // unreferenced, kept because a live hold needs an expired version whose references are unknown
 )
 
 // Refs is what the retained versions reference, and what else protects files.

@@ -86,61 +86,92 @@ type CommitStats struct {
 	DeletionsMerged int
 }
 
-// Commit commits txn to table as the next version on top of read (nil only for Create),
-// and returns the committed manifest.
+// ErrLandedExpired: the transaction had already committed, in a version garbage
+// collection has since expired (only its tombstone remains). The write took effect; the
+// error is an *ExpiredLandingError naming the version, because its manifest can no
+// longer be returned. A version is expired only below the published one, so it is
+// published too.
+var ErrLandedExpired = errors.New("transaction committed in a version since expired")
+
+// ExpiredLandingError reports where an expired earlier attempt of the transaction landed.
+type ExpiredLandingError struct {
+	Table   string
+	Version uint64
+	TxnID   string
+}
+
+func (e *ExpiredLandingError) Error() string {
+	return fmt.Sprintf("table %q: transaction %s committed as version %d, which garbage collection has since expired", e.Table, e.TxnID, e.Version)
+}
+
+func (e *ExpiredLandingError) Unwrap() error { return ErrLandedExpired }
+
+// Commit commits txn to table as the next version and returns the committed manifest.
+// read is the manifest to build on when nothing newer exists (nil only for Create); it is
+// normally the version txn was planned on, or a newer one (a handle that moved on).
 //
-// Each attempt builds version N = parent+1 from parent, writes the transaction record
-// _txn/<N>-<id>.txn, then creates _versions/<inv(N)> with put-if-absent. On losing, it reads
-// version N, checks the conflict rules (Check) of txn against the winner's transaction and,
-// if compatible, makes the winner the parent and tries N+1 after a jittered backoff.
+// The transaction's window is fixed by its id and read version: before any version is
+// built, every version after txn.ReadVersion is checked against txn, whichever handle
+// retries it, so the same transaction gets the same answer from every process
+// (invariant 16). Each attempt builds version N = parent+1 from parent, writes the
+// transaction record _txn/<N>-<id>.txn, then creates _versions/<inv(N)> with
+// put-if-absent. On losing, it reads version N and every later one, and for each:
 //
-// Errors: *ConflictError (errors.Is ErrRetryable or ErrIncompatible) naming both
-// transactions; ErrCommitUnknown when the outcome cannot be decided; ErrTooManyAttempts;
+//   - a prepared version of an aborted multi-table group counts as empty;
+//   - one carrying txn's id is an earlier attempt that landed: it is returned (or, if it
+//     expired since, *ExpiredLandingError);
+//   - any other is checked with Check, tombstones of expired versions included (they keep
+//     the transaction), so expiry never becomes a conflict; a compatible one becomes the
+//     parent, a rebase rewrites txn's deletion vectors.
+//
+// A conflict is a decision: before reporting one, the loop reads forward to HEAD for an
+// earlier attempt of txn (which cannot have landed past a version it conflicts with unless
+// the check changed, as a rebase against a since-expired version does), so a returned
+// *ConflictError means txn has not committed and never will.
+//
+// Errors: *ConflictError (errors.Is ErrRetryable or ErrIncompatible, and ErrTxnAborted
+// when an abort version fences txn: garbage collection or recovery may have deleted its
+// files) naming both transactions; *ExpiredLandingError (ErrLandedExpired: committed
+// earlier); ErrCommitUnknown when the outcome cannot be decided; ErrTooManyAttempts;
 // *ObjectError for corrupt manifests met on the way; store errors.
 func Commit(ctx context.Context, s objstore.Store, table string, read *Manifest, txn Transaction, opts CommitOptions) (*Manifest, CommitStats, error) {
 	opts = opts.withDefaults()
-	var stats CommitStats
-	parent := read
-	// A retry may start from a version that already includes an earlier attempt of this
-	// transaction: look for it between the transaction's read version and ours.
-	if read != nil {
-		for v := txn.ReadVersion + 1; v <= read.Version; v++ {
-			m, err := Load(ctx, s, table, v)
-			if err != nil {
-				return nil, stats, err
-			}
-			if m.Txn.ID == txn.ID {
-				stats.Checksum = m.checksum
-				return m, stats, nil
-			}
+	w := &walk{ctx: ctx, s: s, table: table, opts: opts, txn: txn}
+	if txn.Op.Kind != OpCreate {
+		if err := w.start(read); err != nil {
+			return w.result(err)
 		}
 	}
 	losses := 0
-	for stats.Attempts < opts.MaxAttempts {
+	for w.stats.Attempts < opts.MaxAttempts {
 		if err := ctx.Err(); err != nil {
-			return nil, stats, err
+			return nil, w.stats, err
 		}
-		next, err := Build(table, parent, txn)
+		parent, err := w.buildParent()
 		if err != nil {
-			return nil, stats, conflictFromBuild(table, parent, txn, err)
+			return nil, w.stats, err
 		}
-		stats.Attempts++
-		rec, err := EncodeTransaction(table, next.Version, txn)
+		next, err := Build(table, parent, w.txn)
 		if err != nil {
-			return nil, stats, err
+			return nil, w.stats, conflictFromBuild(table, parent, w.txn, err)
+		}
+		w.stats.Attempts++
+		rec, err := EncodeTransaction(table, next.Version, w.txn)
+		if err != nil {
+			return nil, w.stats, err
 		}
 		if err := seamBeforeTxnPut.Inject(ctx); err != nil {
-			return nil, stats, err
+			return nil, w.stats, err
 		}
 		if err := s.Put(ctx, next.TxnKey, rec); err != nil {
-			return nil, stats, fmt.Errorf("table %q: write transaction record: %w", table, err)
+			return nil, w.stats, fmt.Errorf("table %q: write transaction record: %w", table, err)
 		}
 		body, err := next.Encode()
 		if err != nil {
-			return nil, stats, err
+			return nil, w.stats, err
 		}
 		if err := seamBeforeVersionPut.Inject(ctx); err != nil {
-			return nil, stats, err
+			return nil, w.stats, err
 		}
 		err = s.PutIfAbsent(ctx, next.Key(), body)
 		if err == nil {
@@ -152,79 +183,228 @@ func Commit(ctx context.Context, s objstore.Store, table string, read *Manifest,
 		}
 		switch {
 		case err == nil:
-			stats.Checksum = Checksum(body)
-			next.checksum = stats.Checksum
-			return next, stats, nil
+			w.stats.Checksum = Checksum(body)
+			next.checksum = w.stats.Checksum
+			return next, w.stats, nil
 		case errors.Is(err, objstore.ErrPreconditionFailed), errors.Is(err, objstore.ErrOutcomeUnknown):
 			// Somebody holds version N, or we may. Read it to find out whose it is.
-			winner, lerr := Load(ctx, s, table, next.Version)
-			if errors.Is(lerr, ErrVersionExpired) {
-				// Our number is below HEAD and its version is gone: we cannot check
-				// the transactions committed since our read version.
-				return nil, stats, expiredConflict(table, txn, next.Version, lerr)
-			}
+			r, lerr := LoadRecord(ctx, s, table, next.Version)
 			if lerr != nil {
 				// Version N is taken (or may be), and we cannot read whose it is: it may be
 				// an earlier attempt of this transaction.
-				return nil, stats, &ObjectError{Table: table, Version: next.Version, Key: next.Key(),
-					Err: fmt.Errorf("%w: transaction %s: %v; read-back: %w", ErrCommitUnknown, txn.ID, err, lerr)}
+				return nil, w.stats, &ObjectError{Table: table, Version: next.Version, Key: next.Key(),
+					Err: fmt.Errorf("%w: transaction %s: %v; read-back: %w", ErrCommitUnknown, w.txn.ID, err, lerr)}
 			}
-			if winner.Txn.ID == txn.ID {
-				stats.Checksum = winner.checksum
-				return winner, stats, nil // an earlier attempt of ours landed
+			if err := w.absorb(r); err != nil {
+				return w.result(err)
 			}
-			// Catch up: check every version committed since, without waiting between reads.
-			for {
-				aborted, err := abortedGroupMember(ctx, opts.Groups, winner)
-				if err != nil {
-					return nil, stats, fmt.Errorf("table %q version %d: %w", table, winner.Version, err)
-				}
-				if aborted {
-					// A prepared version of an aborted multi-table group: it counts as
-					// empty, so keep the parent's content under the winner's number.
-					stats.SkippedAborted = append(stats.SkippedAborted, winner.Version)
-					parent = parent.renumbered(winner.Version)
-					goto next
-				}
-				switch res, shared, reason := Check(&txn, &winner.Txn); res {
-				case Retryable, Incompatible:
-					return nil, stats, &ConflictError{Table: table, Resolution: res, Ours: txn, Theirs: winner.Txn,
-						TheirsVersion: winner.Version, Fragments: shared, Reason: reason}
-				case Rebase:
-					rebased, err := rebaseDeletions(ctx, s, table, txn, winner, shared)
-					if err != nil {
-						return nil, stats, err
-					}
-					txn = rebased
-					stats.DeletionsMerged += len(shared)
-				}
-				stats.Rebased = append(stats.Rebased, winner.Version)
-				parent = winner
-			next:
-				winner, lerr = Load(ctx, s, table, parent.Version+1)
-				if errors.Is(lerr, ErrVersionExpired) {
-					return nil, stats, expiredConflict(table, txn, parent.Version+1, lerr)
-				}
-				if errors.Is(lerr, ErrVersionNotFound) {
-					break
-				}
-				if lerr != nil {
-					return nil, stats, lerr
-				}
-				if winner.Txn.ID == txn.ID {
-					stats.Checksum = winner.checksum
-					return winner, stats, nil
-				}
+			if err := w.forward(); err != nil {
+				return w.result(err)
 			}
 			losses++
 			if err := backoff(ctx, opts, losses); err != nil {
-				return nil, stats, err
+				return nil, w.stats, err
 			}
 		default:
-			return nil, stats, fmt.Errorf("table %q: commit version %d: %w", table, next.Version, err)
+			return nil, w.stats, fmt.Errorf("table %q: commit version %d: %w", table, next.Version, err)
 		}
 	}
-	return nil, stats, fmt.Errorf("table %q: transaction %s: %w after %d attempts", table, txn.ID, ErrTooManyAttempts, stats.Attempts)
+	return nil, w.stats, fmt.Errorf("table %q: transaction %s: %w after %d attempts", table, w.txn.ID, ErrTooManyAttempts, w.stats.Attempts)
+}
+
+// walk is the state of one Commit: the versions after the transaction's read version
+// checked so far, and the content the next version is built on.
+type walk struct {
+	ctx   context.Context
+	s     objstore.Store
+	table string
+	opts  CommitOptions
+	txn   Transaction
+	stats CommitStats
+
+	// at is the highest version checked: every version in (txn.ReadVersion, at] is
+	// compatible with txn (or counts as empty) and none carries its id.
+	at uint64
+	// parent is the content that counts at version at (renumbered past aborted group
+	// members); nil when version at expired and no retained version has been read since.
+	parent *Manifest
+	// landed is set when an earlier attempt of txn was found.
+	landed *Record
+}
+
+// errLanded stops a walk that found an earlier attempt of its transaction.
+var errLanded = errors.New("landed")
+
+// start checks the versions between the transaction's read version and read, and sets
+// the content to build on.
+func (w *walk) start(read *Manifest) error {
+	w.at = w.txn.ReadVersion
+	if read != nil && read.Version >= w.txn.ReadVersion {
+		for v := w.txn.ReadVersion + 1; v <= read.Version; v++ {
+			r, err := LoadRecord(w.ctx, w.s, w.table, v)
+			if err != nil {
+				return err
+			}
+			if err := w.absorb(r); err != nil {
+				return err
+			}
+		}
+		w.parent, w.at = read, read.Version
+		return nil
+	}
+	// The handle is older than the transaction's read version (or absent): start there.
+	r, err := LoadRecord(w.ctx, w.s, w.table, w.txn.ReadVersion)
+	if err != nil {
+		return err
+	}
+	w.parent = r.Manifest
+	if r.Manifest != nil && r.Manifest.Txn.Op.Group != nil {
+		if w.parent, err = LoadCounted(w.ctx, w.s, w.table, r.Version, w.opts.Groups); err != nil {
+			return err
+		}
+	}
+	return w.forward()
+}
+
+// forward reads and checks every version after at, to HEAD.
+func (w *walk) forward() error {
+	for {
+		r, err := LoadRecord(w.ctx, w.s, w.table, w.at+1)
+		if errors.Is(err, ErrVersionNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := w.absorb(r); err != nil {
+			return err
+		}
+	}
+}
+
+// absorb checks version r (which must be at+1) against the transaction and advances.
+// Errors: errLanded (w.landed is set), *ConflictError, group resolution and store errors.
+func (w *walk) absorb(r *Record) error {
+	aborted, err := w.abortedGroup(r)
+	if err != nil {
+		return err
+	}
+	if aborted {
+		// A prepared version of an aborted multi-table group (ours included: a Write
+		// committed again after its group aborted) counts as empty.
+		w.stats.SkippedAborted = append(w.stats.SkippedAborted, r.Version)
+		if w.parent != nil {
+			w.parent = w.parent.renumbered(r.Version)
+		}
+		w.at = r.Version
+		return nil
+	}
+	if r.TxnID == w.txn.ID {
+		w.landed = r
+		return errLanded
+	}
+	if r.Txn == nil {
+		// A tombstone from before tombstones kept the transaction: we cannot check ours
+		// against it.
+		return expiredConflict(w.table, w.txn, r.Version)
+	}
+	switch res, shared, reason := Check(&w.txn, r.Txn); res {
+	case Retryable, Incompatible:
+		return &ConflictError{Table: w.table, Resolution: res, Ours: w.txn, Theirs: *r.Txn,
+			TheirsVersion: r.Version, Fragments: shared, Reason: reason}
+	case Rebase:
+		if r.Manifest == nil {
+			return &ConflictError{Table: w.table, Resolution: Retryable, Ours: w.txn, Theirs: *r.Txn,
+				TheirsVersion: r.Version, Fragments: shared,
+				Reason: "both change the deletion vectors of the same fragments, and the other version expired (its deletion vectors cannot be merged)"}
+		}
+		rebased, err := rebaseDeletions(w.ctx, w.s, w.table, w.txn, r.Manifest, shared)
+		if err != nil {
+			return err
+		}
+		w.txn = rebased
+		w.stats.DeletionsMerged += len(shared)
+	}
+	w.stats.Rebased = append(w.stats.Rebased, r.Version)
+	w.parent, w.at = r.Manifest, r.Version
+	return nil
+}
+
+// abortedGroup reports whether r is a prepared version of an aborted multi-table group. A
+// version of the transaction's own group (its earlier attempt, the group still pending)
+// is not resolved: it is ours.
+func (w *walk) abortedGroup(r *Record) (bool, error) {
+	if r.Txn == nil || r.Txn.Op.Group == nil || w.opts.Groups == nil {
+		return false, nil
+	}
+	g := r.Txn.Op.Group.ID
+	if r.TxnID == w.txn.ID && w.txn.Op.Group != nil && w.txn.Op.Group.ID == g {
+		return false, nil
+	}
+	ok, err := w.opts.Groups.Committed(w.ctx, g)
+	if err != nil {
+		return false, fmt.Errorf("table %q version %d: %w", w.table, r.Version, err)
+	}
+	return !ok, nil
+}
+
+// buildParent returns the manifest the next attempt builds on (version at).
+func (w *walk) buildParent() (*Manifest, error) {
+	if w.txn.Op.Kind == OpCreate && w.at == 0 {
+		return nil, nil
+	}
+	if w.parent == nil || w.parent.Version != w.at {
+		key := ManifestKey(w.table, w.at)
+		return nil, &ObjectError{Table: w.table, Version: w.at, Key: key,
+			Err: fmt.Errorf("%w: the newest version expired; cannot build on it", ErrVersionExpired)}
+	}
+	return w.parent, nil
+}
+
+// result turns a walk's stop into Commit's return: an earlier attempt that landed, or a
+// conflict decided by reading forward for one.
+func (w *walk) result(err error) (*Manifest, CommitStats, error) {
+	var ce *ConflictError
+	if errors.As(err, &ce) && !errors.Is(err, errLanded) {
+		// Before reporting that txn did not commit, look for an earlier attempt of it
+		// past the conflict (see Commit).
+		if ferr := w.findLanded(ce.TheirsVersion); ferr != nil && !errors.Is(ferr, errLanded) {
+			return nil, w.stats, fmt.Errorf("%w (and reading forward for an earlier attempt failed: %w)", err, ferr)
+		}
+	}
+	if w.landed == nil {
+		return nil, w.stats, err
+	}
+	if w.landed.Manifest == nil {
+		return nil, w.stats, &ExpiredLandingError{Table: w.table, Version: w.landed.Version, TxnID: w.txn.ID}
+	}
+	w.stats.Checksum = w.landed.Manifest.checksum
+	return w.landed.Manifest, w.stats, nil
+}
+
+// findLanded reads versions after v to HEAD for one carrying the transaction's id (not in
+// an aborted group). Errors: errLanded when found (w.landed set), store errors.
+func (w *walk) findLanded(v uint64) error {
+	for ; ; v++ {
+		r, err := LoadRecord(w.ctx, w.s, w.table, v+1)
+		if errors.Is(err, ErrVersionNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if r.TxnID != w.txn.ID {
+			continue
+		}
+		aborted, err := w.abortedGroup(r)
+		if err != nil {
+			return err
+		}
+		if !aborted {
+			w.landed = r
+			return errLanded
+		}
+	}
 }
 
 // conflictFromBuild reports a transaction that no longer applies to the version it was
@@ -288,11 +468,36 @@ func CatchUp(ctx context.Context, s objstore.Store, table string, m *Manifest, r
 	}
 }
 
-// expiredConflict is the retryable conflict of a transaction that reached an expired
-// version number: its read version is older than the retained history.
-func expiredConflict(table string, txn Transaction, v uint64, cause error) error {
+// expiredConflict is the retryable conflict of a transaction that met the tombstone of a
+// version expired by an older build (which kept only the transaction id).
+func expiredConflict(table string, txn Transaction, v uint64) error {
 	return &ConflictError{Table: table, Resolution: Retryable, Ours: txn, TheirsVersion: v,
-		Reason: fmt.Sprintf("version %d was expired by garbage collection after our read version %d; reopen at HEAD (%v)", v, txn.ReadVersion, cause)}
+		Reason: fmt.Sprintf("version %d expired before tombstones kept transactions, so ours (read version %d) cannot be checked against it; re-plan at HEAD", v, txn.ReadVersion)}
+}
+
+// LoadCounted returns the content that counts at version v: v's manifest, or, when v is a
+// prepared version of an aborted multi-table group (r decides; nil counts every version),
+// the content of the nearest version below it that counts, under v's number. Time travel
+// to such a version reads as its parent. Errors: Load's (ErrVersionExpired when the
+// content would come from an expired version), group resolution errors.
+func LoadCounted(ctx context.Context, s objstore.Store, table string, v uint64, r GroupResolver) (*Manifest, error) {
+	for u := v; u > 0; u-- {
+		m, err := Load(ctx, s, table, u)
+		if err != nil {
+			return nil, err
+		}
+		aborted, err := abortedGroupMember(ctx, r, m)
+		if err != nil {
+			return nil, fmt.Errorf("table %q version %d: %w", table, m.Version, err)
+		}
+		if !aborted {
+			if u != v {
+				m = m.renumbered(v)
+			}
+			return m, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %q has no version that counts at or below %d", ErrTableNotFound, table, v)
 }
 
 // LoadLatest finds HEAD with one LIST and returns the manifest a new transaction should be
@@ -304,21 +509,5 @@ func LoadLatest(ctx context.Context, s objstore.Store, table string, r GroupReso
 	if err != nil {
 		return nil, err
 	}
-	for v := head; v > 0; v-- {
-		m, err := Load(ctx, s, table, v)
-		if err != nil {
-			return nil, err
-		}
-		aborted, err := abortedGroupMember(ctx, r, m)
-		if err != nil {
-			return nil, fmt.Errorf("table %q version %d: %w", table, m.Version, err)
-		}
-		if !aborted {
-			if v != head {
-				m = m.renumbered(head)
-			}
-			return m, nil
-		}
-	}
-	return nil, fmt.Errorf("%w: %q has no version that counts", ErrTableNotFound, table)
+	return LoadCounted(ctx, s, table, head, r)
 }

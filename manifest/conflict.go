@@ -43,6 +43,11 @@ var (
 	ErrRetryable = errors.New("retryable")
 	// ErrIncompatible: the operation's premise is gone; do not retry blindly.
 	ErrIncompatible = errors.New("incompatible")
+	// ErrTxnAborted: an abort version names the transaction. Garbage collection or
+	// recovery commits one before deleting the files of a transaction that had not
+	// committed (invariant 15), so the transaction can never commit and its files may be
+	// gone: write the data again. Matched together with ErrIncompatible.
+	ErrTxnAborted = errors.New("transaction aborted: garbage collection or recovery fenced it and may have deleted its files")
 )
 
 // ConflictError reports that our transaction cannot commit on top of a transaction
@@ -75,10 +80,14 @@ func (e *ConflictError) Error() string {
 	return s
 }
 
-// Unwrap makes errors.Is match ErrConflict and ErrRetryable or ErrIncompatible.
+// Unwrap makes errors.Is match ErrConflict and ErrRetryable or ErrIncompatible, and
+// ErrTxnAborted when theirs is an abort naming ours.
 func (e *ConflictError) Unwrap() []error {
 	if e.Resolution == Retryable {
 		return []error{ErrConflict, ErrRetryable}
+	}
+	if e.Theirs.Op.Kind == OpAbort && slices.Contains(e.Theirs.Op.Aborted, e.Ours.ID) {
+		return []error{ErrConflict, ErrIncompatible, ErrTxnAborted}
 	}
 	return []error{ErrConflict, ErrIncompatible}
 }
@@ -114,7 +123,7 @@ func Check(ours, theirs *Transaction) (Resolution, []uint32, string) {
 	o, t := ours.Op.Kind, theirs.Op.Kind
 	// An abort fences the transactions it names and is compatible with everything else.
 	if t == OpAbort && slices.Contains(theirs.Op.Aborted, ours.ID) {
-		return Incompatible, nil, "recovery aborted our transaction (its operation was rolled back)"
+		return Incompatible, nil, "garbage collection or recovery aborted our transaction before deleting its files"
 	}
 	if o == OpAbort {
 		if slices.Contains(ours.Op.Aborted, theirs.ID) {

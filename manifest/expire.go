@@ -18,9 +18,15 @@ import (
 // With the tombstone in place that put fails, the read-back sees ErrVersionExpired, and
 // the commit reports a retryable conflict; the caller reopens at HEAD.
 //
-// A tombstone is about 60 bytes; one stays per expired version (Lance and Delta delete
-// old manifests and rely on retention being longer than any transaction; a tombstone
-// makes that assumption unnecessary).
+// A tombstone keeps the expired version's transaction (as the manifest embeds it: kind,
+// id, read version, touched fragments and keys, aborted ids; no schema or new fragments),
+// so a commit loop that walks across expired versions can still check its transaction
+// against each of them (Check), recognise its own earlier attempt by id, and meet an
+// abort that fences it. Expiry therefore never turns into a conflict, and outcomes stay
+// decided by transaction id however much history GC removed. A tombstone is a few hundred
+// bytes at most for an append; one stays per expired version (Lance and Delta delete old
+// manifests and rely on retention being longer than any transaction; a tombstone makes
+// that assumption unnecessary).
 
 // ErrVersionExpired: the version was expired by garbage collection; only its tombstone
 // remains. Errors carrying it also match ErrVersionNotFound (the version cannot be read),
@@ -36,6 +42,9 @@ type tombstone struct {
 	Version   uint64 `cbor:"2,keyasint"`
 	TxnID     string `cbor:"3,keyasint,omitempty"` // the transaction the version carried
 	ExpiredAt int64  `cbor:"4,keyasint"`           // Unix nanoseconds
+	// Txn is the version's transaction as its manifest embedded it (nil in tombstones
+	// written before it was kept: those can tell ids apart but not conflicts).
+	Txn *Transaction `cbor:"5,keyasint,omitempty"`
 }
 
 // Expire replaces the manifest of m's version with a tombstone (one PUT). Expiring an
@@ -44,7 +53,8 @@ type tombstone struct {
 // and the _txn record are left to the caller.
 // Errors: *ObjectError naming the key, wrapping the store error.
 func Expire(ctx context.Context, s objstore.Store, m *Manifest) error {
-	b, err := frame(magicTombstone, tombstone{Table: m.Table, Version: m.Version, TxnID: m.Txn.ID, ExpiredAt: time.Now().UnixNano()})
+	txn := m.Txn
+	b, err := frame(magicTombstone, tombstone{Table: m.Table, Version: m.Version, TxnID: m.Txn.ID, ExpiredAt: time.Now().UnixNano(), Txn: &txn})
 	if err != nil {
 		return &ObjectError{Table: m.Table, Version: m.Version, Key: m.Key(), Err: err}
 	}
@@ -57,18 +67,82 @@ func Expire(ctx context.Context, s objstore.Store, m *Manifest) error {
 // IsTombstone reports whether an object's bytes are an expired version's tombstone.
 func IsTombstone(b []byte) bool { return bytes.HasPrefix(b, magicTombstone[:]) }
 
-// decodeTombstone checks a tombstone read from key for table at version and returns the
-// ErrVersionExpired error Load reports.
-func decodeTombstone(table string, v uint64, key string, b []byte) error {
+// decodeTombstone checks a tombstone read from key for table at version and returns it
+// with the ErrVersionExpired error Load reports.
+func decodeTombstone(table string, v uint64, key string, b []byte) (*tombstone, error) {
 	var t tombstone
 	if err := unframe(magicTombstone, b, &t); err != nil {
-		return &ObjectError{Table: table, Version: v, Key: key, Err: err}
+		return nil, &ObjectError{Table: table, Version: v, Key: key, Err: err}
 	}
 	if t.Table != table || t.Version != v {
-		return &ObjectError{Table: table, Version: v, Key: key,
+		return nil, &ObjectError{Table: table, Version: v, Key: key,
 			Err: fmt.Errorf("%w: tombstone describes table %q version %d", ErrCorrupt, t.Table, t.Version)}
 	}
-	return &ObjectError{Table: table, Version: v, Key: key, Err: expiredErr}
+	if t.Txn != nil && t.Txn.ID != t.TxnID {
+		return nil, &ObjectError{Table: table, Version: v, Key: key,
+			Err: fmt.Errorf("%w: tombstone names transaction %s and embeds %s", ErrCorrupt, t.TxnID, t.Txn.ID)}
+	}
+	return &t, &ObjectError{Table: table, Version: v, Key: key, Err: expiredErr}
+}
+
+// Record is what one version number holds: the manifest of a retained version, or what
+// the tombstone of an expired one keeps.
+type Record struct {
+	Version uint64
+	// Manifest is nil when the version expired.
+	Manifest *Manifest
+	// TxnID is the id of the transaction the version applied (always set).
+	TxnID string
+	// Txn is that transaction as the manifest embeds it; nil only for a tombstone written
+	// before tombstones kept it (such a version can be recognised by id but not checked).
+	Txn *Transaction
+	// Raw is the stored object's bytes (a manifest's, or a tombstone's).
+	Raw []byte
+}
+
+// Expired reports whether the version expired (only its tombstone remains).
+func (r *Record) Expired() bool { return r.Manifest == nil }
+
+// LoadRecord reads version v of table whether it is retained or expired (one GET).
+// Errors: ErrVersionNotFound (never committed, or deleted by a drop), ErrCorrupt /
+// ErrFormatTooNew as *ObjectError naming the key, store errors.
+func LoadRecord(ctx context.Context, s objstore.Store, table string, v uint64) (*Record, error) {
+	key := ManifestKey(table, v)
+	b, err := s.Get(ctx, key)
+	if errors.Is(err, objstore.ErrNotFound) {
+		return nil, &ObjectError{Table: table, Version: v, Key: key, Err: ErrVersionNotFound}
+	}
+	if err != nil {
+		return nil, &ObjectError{Table: table, Version: v, Key: key, Err: err}
+	}
+	if IsTombstone(b) {
+		t, err := decodeTombstone(table, v, key, b)
+		if t == nil {
+			return nil, err
+		}
+		return &Record{Version: v, TxnID: t.TxnID, Txn: t.Txn, Raw: b}, nil
+	}
+	m, err := DecodeManifest(table, v, key, b)
+	if err != nil {
+		return nil, err
+	}
+	return &Record{Version: v, Manifest: m, TxnID: m.Txn.ID, Txn: &m.Txn, Raw: b}, nil
+}
+
+// Restore puts back the manifest of an expired version from the bytes it had (rec.Raw of
+// a Record that held the manifest): garbage collection does this when a reader pinned the
+// version while GC was expiring it. The content is the committed content, byte for byte
+// (invariant 1 holds: the version never changes; it was unreadable for a while).
+// Errors: *ObjectError naming the key.
+func Restore(ctx context.Context, s objstore.Store, rec *Record) error {
+	if rec.Manifest == nil || IsTombstone(rec.Raw) {
+		return fmt.Errorf("restore version %d: not a manifest's bytes", rec.Version)
+	}
+	m := rec.Manifest
+	if err := s.Put(ctx, m.Key(), rec.Raw); err != nil {
+		return &ObjectError{Table: m.Table, Version: m.Version, Key: m.Key(), Err: fmt.Errorf("restore: %w", err)}
+	}
+	return nil
 }
 
 // expiredErr matches both ErrVersionExpired and ErrVersionNotFound.

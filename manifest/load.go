@@ -28,7 +28,8 @@ func Load(ctx context.Context, s objstore.Store, table string, v uint64) (*Manif
 		return nil, &ObjectError{Table: table, Version: v, Key: key, Err: err}
 	}
 	if IsTombstone(b) {
-		return nil, decodeTombstone(table, v, key, b)
+		_, err := decodeTombstone(table, v, key, b)
+		return nil, err
 	}
 	return DecodeManifest(table, v, key, b)
 }

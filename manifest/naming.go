@@ -84,11 +84,57 @@ func ParseManifestKey(table, key string) (uint64, error) {
 	return math.MaxUint64 - inv, nil
 }
 
-// NewDeletionKey names a new deletion vector of fragment frag written for version v:
-// <table>/_deletions/<frag>-<v>-<random>.dv. The random part makes every write a new
-// object (deletion vectors are immutable).
-func NewDeletionKey(table string, frag uint32, v uint64) string {
+// TxnDataDir is the prefix (no trailing slash) under which transaction txnID writes its
+// data files: <table>/data/<txnID>. Every new object a transaction introduces lives under
+// a prefix named by its id (this, DeletionDir, and its _txn records), so garbage
+// collection can fence the transaction by id before deleting them (invariant 15).
+func TxnDataDir(table, txnID string) string { return DataDir(table) + "/" + txnID }
+
+// NewDeletionKey names a new deletion vector of fragment frag written by transaction
+// txnID: <table>/_deletions/<txnID>/<frag>-<random>.dv. The random part makes every write
+// a new object (deletion vectors are immutable; a rebase writes another one).
+func NewDeletionKey(table, txnID string, frag uint32) string {
 	var b [8]byte
 	rand.Read(b[:])
-	return fmt.Sprintf("%s/%d-%d-%s.dv", DeletionsDir(table), frag, v, hex.EncodeToString(b[:]))
+	return fmt.Sprintf("%s/%s/%d-%s.dv", DeletionsDir(table), txnID, frag, hex.EncodeToString(b[:]))
+}
+
+// KeyTxn returns the transaction that wrote an object of table, from its key: data files
+// under <table>/data/<id>/, deletion vectors under <table>/_deletions/<id>/, and
+// transaction records <table>/_txn/<N>-<id>.txn. ok is false for other keys, including
+// data files and deletion vectors of the flat layout earlier builds wrote
+// (<table>/data/<uuid>.arrow, <table>/_deletions/<frag>-<v>-<rand>.dv).
+func KeyTxn(table, key string) (id string, ok bool) {
+	rest, found := strings.CutPrefix(key, table+"/")
+	if !found {
+		return "", false
+	}
+	for _, dir := range []string{"data/", "_deletions/"} {
+		if r, found := strings.CutPrefix(rest, dir); found {
+			id, _, found := strings.Cut(r, "/")
+			return id, found && validTxnID(id)
+		}
+	}
+	if r, found := strings.CutPrefix(rest, "_txn/"); found {
+		name, found := strings.CutSuffix(r, ".txn")
+		if !found {
+			return "", false
+		}
+		_, id, found := strings.Cut(name, "-")
+		return id, found && validTxnID(id)
+	}
+	return "", false
+}
+
+// validTxnID reports whether id has the shape NewTransactionID mints (a ULID).
+func validTxnID(id string) bool {
+	if len(id) != 26 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= '0' && r <= '9' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
 }

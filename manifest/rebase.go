@@ -75,7 +75,7 @@ func rebaseDeletions(ctx context.Context, s objstore.Store, table string, ours T
 			removed = append(removed, d.FragmentID)
 			continue
 		}
-		key := NewDeletionKey(table, d.FragmentID, winner.Version+1)
+		key := NewDeletionKey(table, ours.ID, d.FragmentID)
 		size, err := fragment.WriteDeletionVector(ctx, s, key, merged)
 		if err != nil {
 			return Transaction{}, &ObjectError{Table: table, Version: winner.Version + 1, Key: key, Err: err}

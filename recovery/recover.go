@@ -49,6 +49,10 @@ type Options struct {
 	ClaimTTL time.Duration
 	// PublishTimeout bounds one roll-forward publish (default 30 s).
 	PublishTimeout time.Duration
+	// FenceWait bounds how long a roll back waits for the versions below its abort
+	// version to be published before leaving the abort unpublished (default
+	// DefaultFencePublishWait).
+	FenceWait time.Duration
 }
 
 // Actions recorded in Outcome.Action.
@@ -150,20 +154,25 @@ func Recover(ctx context.Context, s objstore.Store, cat *catalog.Catalog, table 
 	return run(ctx, &recoverer{s: s, cat: cat, opts: opts}, table)
 }
 
-func run(ctx context.Context, r *recoverer, table string) (Report, error) {
-	opts := &r.opts
-	if opts.MinAge == 0 {
-		opts.MinAge = DefaultMinAge
-		if r.cat != nil {
-			opts.MinAge = DefaultMinAgeWithHolds
+// withDefaults fills in Options' zero values (withCatalog picks MinAge's default).
+func (o Options) withDefaults(withCatalog bool) Options {
+	if o.MinAge == 0 {
+		o.MinAge = DefaultMinAge
+		if withCatalog {
+			o.MinAge = DefaultMinAgeWithHolds
 		}
 	}
-	if opts.ClaimTTL <= 0 {
-		opts.ClaimTTL = DefaultClaimTTL
+	if o.ClaimTTL <= 0 {
+		o.ClaimTTL = DefaultClaimTTL
 	}
-	if opts.PublishTimeout <= 0 {
-		opts.PublishTimeout = 30 * time.Second
+	if o.PublishTimeout <= 0 {
+		o.PublishTimeout = 30 * time.Second
 	}
+	return o
+}
+
+func run(ctx context.Context, r *recoverer, table string) (Report, error) {
+	r.opts = r.opts.withDefaults(r.cat != nil)
 	var rep Report
 	// One LIST; one() reads each sidecar and skips other tables' (Pending with a table
 	// would GET every sidecar once more to filter).
@@ -192,9 +201,10 @@ type recoverer struct {
 	// forwardOnly (RollForward): publish what landed, never delete data files, keep the
 	// sidecars of operations that did not land.
 	forwardOnly bool
-	// versions caches the manifests one run has read (versions are immutable), so that
+	// versions caches the version records one run has read (versions are immutable; a
+	// retained one may expire meanwhile, which changes nothing recovery decides), so that
 	// many sidecars of one table read each version once, not once per sidecar.
-	versions map[versionKey]*manifest.Manifest
+	versions map[versionKey]*manifest.Record
 }
 
 type versionKey struct {
@@ -202,29 +212,30 @@ type versionKey struct {
 	v     uint64
 }
 
-// load is manifest.Load through the run's cache.
-func (r *recoverer) load(ctx context.Context, table string, v uint64) (*manifest.Manifest, error) {
+// record is manifest.LoadRecord through the run's cache.
+func (r *recoverer) record(ctx context.Context, table string, v uint64) (*manifest.Record, error) {
 	k := versionKey{table, v}
-	if m, ok := r.versions[k]; ok {
-		return m, nil
+	if rec, ok := r.versions[k]; ok {
+		return rec, nil
 	}
-	m, err := manifest.Load(ctx, r.s, table, v)
+	rec, err := manifest.LoadRecord(ctx, r.s, table, v)
 	if err != nil {
 		return nil, err
 	}
 	if r.versions == nil {
-		r.versions = map[versionKey]*manifest.Manifest{}
+		r.versions = map[versionKey]*manifest.Record{}
 	}
-	r.versions[k] = m
-	return m, nil
+	r.versions[k] = rec
+	return rec, nil
 }
 
 // Failpoint seams of a recovery (internal/failpoint), in the order a sidecar passes them.
 var (
 	seamAfterClaim          = failpoint.Seam("recovery.after_claim")
 	seamAfterPublish        = failpoint.Seam("recovery.after_publish")
-	seamAfterFence          = failpoint.Seam("recovery.after_fence") // roll back: the abort version committed
-	seamMidDelete           = failpoint.Seam("recovery.mid_delete")  // after the first data file delete
+	seamBeforeFence         = failpoint.Seam("recovery.before_fence") // roll back: the scan found nothing landed
+	seamAfterFence          = failpoint.Seam("recovery.after_fence")  // roll back: the abort version committed
+	seamMidDelete           = failpoint.Seam("recovery.mid_delete")   // after the first data file delete
 	seamBeforeSidecarDelete = failpoint.Seam("recovery.before_sidecar_delete")
 )
 
@@ -386,7 +397,7 @@ func (r *recoverer) resolveOnce(ctx context.Context, key string, sc Sidecar, out
 		txns[a.TxnID] = true
 		from = min(from, a.ReadVersion)
 	}
-	var landed *manifest.Manifest
+	var landed *manifest.Record
 	var fenced uint64               // an abort version naming one of txns (an earlier roll back)
 	referenced := map[string]bool{} // keys under the attempts' prefixes that some version names
 	head, err := manifest.Head(ctx, r.s, sc.Table)
@@ -397,28 +408,33 @@ func (r *recoverer) resolveOnce(ctx context.Context, key string, sc Sidecar, out
 		return out, fmt.Errorf("sidecar %s: table %q: %w", key, sc.Table, err)
 	}
 	// A version at or below `from` existed before any attempt wrote a file, so it can
-	// neither carry the operation's transactions nor reference its files.
+	// neither carry the operation's transactions nor reference its files. Expired
+	// versions are read too: their tombstones keep the transaction, so a transaction that
+	// landed and expired since is still found (and an abort naming one).
 	for v := from + 1; v <= head; v++ {
-		m, err := r.load(ctx, sc.Table, v)
+		rec, err := r.record(ctx, sc.Table, v)
 		if errors.Is(err, manifest.ErrVersionNotFound) {
-			continue // expired meanwhile
+			continue // deleted by a drop meanwhile
 		}
 		if err != nil {
 			return out, fmt.Errorf("sidecar %s: %w", key, err)
 		}
-		if m.Txn.Op.Kind == manifest.OpAbort && slices.ContainsFunc(m.Txn.Op.Aborted, func(id string) bool { return txns[id] }) {
-			fenced = m.Version
+		if rec.Txn != nil && rec.Txn.Op.Kind == manifest.OpAbort && slices.ContainsFunc(rec.Txn.Op.Aborted, func(id string) bool { return txns[id] }) {
+			fenced = rec.Version
 		}
-		if txns[m.Txn.ID] {
-			if landed != nil && landed.Txn.ID != m.Txn.ID {
+		if txns[rec.TxnID] {
+			if landed != nil && landed.TxnID != rec.TxnID {
 				return out, fmt.Errorf("sidecar %s: table %q: transactions %s (v%d) and %s (v%d) both landed",
-					key, sc.Table, landed.Txn.ID, landed.Version, m.Txn.ID, m.Version)
+					key, sc.Table, landed.TxnID, landed.Version, rec.TxnID, rec.Version)
 			}
 			if landed == nil {
-				landed = m
+				landed = rec
 			}
 		}
-		for _, f := range m.Fragments {
+		if rec.Manifest == nil {
+			continue
+		}
+		for _, f := range rec.Manifest.Fragments {
 			for _, df := range f.Files {
 				if underAny(df.Key, sc.Attempts) {
 					referenced[df.Key] = true
@@ -429,8 +445,11 @@ func (r *recoverer) resolveOnce(ctx context.Context, key string, sc Sidecar, out
 	if landed != nil {
 		out.Version = landed.Version
 		out.Action = RolledForward
-		if r.cat != nil {
-			pub, err := r.publish(ctx, landed)
+		if landed.Manifest == nil {
+			// Expired since: versions expire only below the published one.
+			out.Action = AlreadyPublished
+		} else if r.cat != nil {
+			pub, err := r.publish(ctx, landed.Manifest)
 			if err != nil {
 				return out, fmt.Errorf("sidecar %s: table %q: roll forward version %d: %w", key, sc.Table, landed.Version, err)
 			}
@@ -450,12 +469,21 @@ func (r *recoverer) resolveOnce(ctx context.Context, key string, sc Sidecar, out
 		out.Action = RolledBack
 		// Fence the transactions before deleting their files: a process that still runs
 		// the operation (its hold lost, its commit request in flight) must not commit a
-		// version naming files about to go. The abort takes a version number, so either
-		// it lands first and such a commit fails on it, or the commit lands first and
-		// the abort fails: then the operation is rolled forward instead.
+		// version naming files about to go. The abort is planned on HEAD as this scan
+		// read it, so a transaction that landed after the scan is checked by the abort's
+		// commit: either the abort lands first and such a commit fails on it, or the
+		// commit lands first and the abort fails: then the operation is rolled forward.
 		out.Fence = fenced
-		if fenced == 0 && head > 0 {
-			fm, err := r.fence(ctx, sc, txns)
+		// Attempts the run recorded as rejected never commit: only the others need the
+		// fence.
+		unsure := map[string]bool{}
+		for _, a := range sc.Attempts {
+			if !a.Rejected {
+				unsure[a.TxnID] = true
+			}
+		}
+		if fenced == 0 && head > 0 && len(unsure) > 0 {
+			fm, err := r.fence(ctx, sc, unsure, head)
 			if errors.Is(err, manifest.ErrIncompatible) && !retried {
 				return r.resolveOnce(ctx, key, sc, Outcome{Key: out.Key, Operation: out.Operation, Table: out.Table}, true)
 			}
@@ -502,36 +530,27 @@ func (r *recoverer) resolveOnce(ctx context.Context, key string, sc Sidecar, out
 	return out, nil
 }
 
-// fence commits an abort version naming txns on top of the table's latest version and,
-// when the pointer is just below it (no one else's unpublished versions in between, which
-// recovery must not publish), publishes it. It returns the abort version.
-// Errors: manifest.ErrIncompatible (wrapped) when one of txns committed first; commit
-// and store errors.
-func (r *recoverer) fence(ctx context.Context, sc Sidecar, txns map[string]bool) (uint64, error) {
+// fence commits an abort version naming txns on top of version head, the newest version
+// the caller's scan read (see Fence), and publishes it once the versions below it are
+// published. It returns the abort version. Errors: manifest.ErrIncompatible (wrapped)
+// when one of txns committed after head; commit and store errors.
+func (r *recoverer) fence(ctx context.Context, sc Sidecar, txns map[string]bool, head uint64) (uint64, error) {
+	if err := seamBeforeFence.Inject(ctx); err != nil {
+		return 0, err
+	}
 	var groups manifest.GroupResolver
 	if r.cat != nil {
 		groups = catalog.GroupWaiter{Catalog: r.cat, Timeout: r.opts.PublishTimeout}
 	}
-	read, err := manifest.LoadLatest(ctx, r.s, sc.Table, groups)
+	read, err := manifest.LoadCounted(ctx, r.s, sc.Table, head, groups)
 	if err != nil {
 		return 0, err
 	}
-	ids := slices.Sorted(maps.Keys(txns))
-	m, _, err := manifest.Commit(ctx, r.s, sc.Table, read,
-		manifest.NewTransaction(read.Version, manifest.Operation{Kind: manifest.OpAbort, Aborted: ids}),
-		manifest.CommitOptions{Groups: groups})
+	res, err := Fence(ctx, r.s, r.cat, read, slices.Collect(maps.Keys(txns)), groups, r.opts.FenceWait)
 	if err != nil {
 		return 0, err
 	}
-	if r.cat != nil && m.Version > 1 {
-		pctx, cancel := context.WithTimeout(ctx, r.opts.PublishTimeout)
-		defer cancel()
-		err := r.cat.CompareAndSwap(pctx, sc.Table, m.Version-1, catalog.Pointer{Version: m.Version, ManifestKey: m.Key(), Checksum: m.Checksum()})
-		if err != nil && !errors.Is(err, catalog.ErrConflict) {
-			return m.Version, fmt.Errorf("publish abort version %d: %w", m.Version, err)
-		}
-	}
-	return m.Version, nil
+	return res.Version, nil
 }
 
 type published struct{ prev, now uint64 }

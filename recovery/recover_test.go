@@ -86,7 +86,11 @@ func TestReplanExtendsSidecar(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "stop here") {
 		t.Fatalf("run: %v, want the hook's error", err)
 	}
-	if len(seen) != 2 || len(seen[1].Attempts) != 2 || seen[1].Attempts[0] != seen[0].Attempts[0] ||
+	// The second sidecar records the first attempt as rejected (its conflict is a
+	// decision: recovery deletes its files without fencing it).
+	first := seen[0].Attempts[0]
+	first.Rejected = true
+	if len(seen) != 2 || len(seen[1].Attempts) != 2 || seen[1].Attempts[0] != first ||
 		seen[1].Attempts[1].ReadVersion != seen[0].Attempts[0].ReadVersion+1 {
 		t.Fatalf("sidecars seen: %+v", seen)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/shale-db/shale/compaction"
 	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/manifest/catalog"
 )
 
 // Dir is the store prefix holding sidecars (and the claims of running recoveries).
@@ -66,6 +67,9 @@ type Attempt struct {
 	TxnID       string `json:"txn_id"`
 	ReadVersion uint64 `json:"read_version"`
 	DataPrefix  string `json:"data_prefix"`
+	// Rejected: the run saw this attempt's commit end in a conflict (a decision: it never
+	// commits), so a roll back deletes its files without fencing it.
+	Rejected bool `json:"rejected,omitempty"`
 }
 
 // Key returns the object key of operation id's sidecar: _recovery/<id>.json.
@@ -78,7 +82,7 @@ func FromIntent(in *compaction.Intent) Sidecar {
 	sc := Sidecar{Format: Format, Kind: KindCompaction, OperationID: in.ID, Table: in.Table,
 		Created: in.Created, PublishedAtStart: in.PublishedAtStart}
 	for _, a := range in.Attempts {
-		sc.Attempts = append(sc.Attempts, Attempt{TxnID: a.TxnID, ReadVersion: a.ReadVersion, DataPrefix: a.DataPrefix})
+		sc.Attempts = append(sc.Attempts, Attempt{TxnID: a.TxnID, ReadVersion: a.ReadVersion, DataPrefix: a.DataPrefix, Rejected: a.Rejected})
 	}
 	return sc
 }
@@ -121,6 +125,8 @@ func Decode(b []byte) (Sidecar, error) {
 // Sidecars stores compaction sidecars in a store; it implements compaction.Sidecars.
 type Sidecars struct {
 	Store objstore.Store
+	// Catalog publishes the abort version a Disarm may need (nil: a bare store).
+	Catalog *catalog.Catalog
 }
 
 var _ compaction.Sidecars = Sidecars{}
@@ -143,13 +149,15 @@ func (s Sidecars) Arm(ctx context.Context, in *compaction.Intent) error {
 }
 
 // Disarm deletes in's sidecar after its run published (or found nothing to do). A run
-// that replanned first resolves the sidecar as Recover would without publishing: the
-// files of attempts that no version references are deleted, then the sidecar. Errors:
+// that replanned first resolves the sidecar as Recover would: the files of attempts that
+// no version references are deleted, then the sidecar. Attempts the run saw rejected need
+// no fence (a conflict is the commit loop's decision), so a run whose replans all
+// followed conflicts commits no abort version and leaves the table in sync. Errors:
 // store errors naming the key.
 func (s Sidecars) Disarm(ctx context.Context, in *compaction.Intent) error {
 	key := Key(in.ID)
 	if len(in.Attempts) > 1 {
-		r := &recoverer{s: s.Store}
+		r := &recoverer{s: s.Store, cat: s.Catalog, opts: Options{}.withDefaults(s.Catalog != nil)}
 		if _, err := r.resolve(ctx, key, FromIntent(in), Outcome{Key: key, Operation: in.ID}); err != nil {
 			return fmt.Errorf("table %q: %w", in.Table, err)
 		}
@@ -163,6 +171,6 @@ func (s Sidecars) Disarm(ctx context.Context, in *compaction.Intent) error {
 
 // Enable makes e's runs recoverable: it sets e.Sidecars to a Sidecars on e.Store.
 func Enable(e *compaction.Executor) *compaction.Executor {
-	e.Sidecars = Sidecars{Store: e.Store}
+	e.Sidecars = Sidecars{Store: e.Store, Catalog: e.Catalog}
 	return e
 }

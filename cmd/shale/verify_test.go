@@ -18,7 +18,7 @@ func TestVerifyCommand(t *testing.T) {
 		t.Fatalf("verify output: %s", out)
 	}
 	// Flip a byte in the table's data file: verify names it and exits 1.
-	files, _ := filepath.Glob(filepath.Join(e.home, "store", tbl, "data", "*.arrow"))
+	files, _ := filepath.Glob(filepath.Join(e.home, "store", tbl, "data", "*", "*.arrow"))
 	if len(files) != 1 {
 		t.Fatalf("data files %v", files)
 	}

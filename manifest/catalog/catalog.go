@@ -455,3 +455,51 @@ func sleepJitter(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
+
+// WaitAtLeast returns once the table's pointer is at or past version v, with the pointer
+// then in effect: a read, then an etcd watch from the revision read (no polling). It is
+// how a maintenance version that must not publish other writers' work (recovery's and
+// garbage collection's abort versions) waits for the versions below it to be published
+// by their own writers. Errors (as *Error): ErrNoPointer when the pointer is absent or
+// deleted while waiting, ErrNewerFormat, ErrCorrupt, ErrEtcd; ctx's error when it ends
+// first (the wait is bounded only by ctx).
+func (c *Catalog) WaitAtLeast(ctx context.Context, table string, v uint64) (Pointer, error) {
+	key := c.Key(table)
+	r, err := c.cli.Get(ctx, key)
+	if err != nil {
+		return Pointer{}, &Error{"wait", table, key, fmt.Errorf("%w: %w", ErrEtcd, err)}
+	}
+	if len(r.Kvs) == 0 {
+		return Pointer{}, &Error{"wait", table, key, ErrNoPointer}
+	}
+	p, err := DecodePointer(r.Kvs[0].Value)
+	if err != nil {
+		return Pointer{}, &Error{"wait", table, key, err}
+	}
+	if p.Version >= v {
+		return p, nil
+	}
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for wr := range c.cli.Watch(wctx, key, clientv3.WithRev(r.Header.Revision+1)) {
+		if err := wr.Err(); err != nil {
+			return Pointer{}, &Error{"wait", table, key, fmt.Errorf("%w: %w", ErrEtcd, err)}
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == clientv3.EventTypeDelete {
+				return Pointer{}, &Error{"wait", table, key, ErrNoPointer}
+			}
+			p, err := DecodePointer(ev.Kv.Value)
+			if err != nil {
+				return Pointer{}, &Error{"wait", table, key, err}
+			}
+			if p.Version >= v {
+				return p, nil
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return Pointer{}, err
+	}
+	return Pointer{}, &Error{"wait", table, key, fmt.Errorf("%w: watch closed", ErrEtcd)}
+}

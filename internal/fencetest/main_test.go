@@ -1,0 +1,157 @@
+package fencetest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/shale-db/shale/engine"
+	"github.com/shale-db/shale/engine/enginetest"
+	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/manifest"
+)
+
+const childEnv = "SHALE_FENCETEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(childEnv); mode != "" {
+		os.Exit(child(mode))
+	}
+	enginetest.Main(m)
+}
+
+// result is what a child reports.
+type result struct {
+	Outcome string `json:"outcome"`
+	Aborted bool   `json:"aborted"` // errors.Is(err, manifest.ErrTxnAborted)
+	Version uint64 `json:"version"`
+	Err     string `json:"error,omitempty"`
+}
+
+var schema = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},
+}, nil)
+
+func batch(from, to int64) arrow.RecordBatch {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer b.Release()
+	for i := from; i < to; i++ {
+		b.Field(0).(*array.Int64Builder).Append(i)
+		b.Field(1).(*array.StringBuilder).Append(fmt.Sprintf("n%d", i))
+	}
+	return b.NewRecordBatch()
+}
+
+// child runs one write (mode "append" or "delete") on table TABLE and prints its result.
+// A write hold is taken at once (WriteHoldAfter 1 ms), so the parent can show that the
+// hold's lease is not what keeps the write safe.
+func child(mode string) int {
+	ctx := context.Background()
+	db, closeDB, err := enginetest.OpenChildDB(ctx, engine.Options{WriteHoldAfter: time.Millisecond})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
+	defer closeDB()
+	tbl, err := db.OpenTable(ctx, os.Getenv("TABLE"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
+	var res engine.CommitResult
+	switch mode {
+	case "append":
+		rec := batch(1000, 1100)
+		res, err = tbl.AppendRecord(ctx, rec)
+		rec.Release()
+	case "delete":
+		res, err = tbl.Delete(ctx, "id < 5")
+	default:
+		err = fmt.Errorf("unknown mode %q", mode)
+	}
+	out := result{Outcome: engine.OutcomeOf(err).String(), Aborted: errors.Is(err, manifest.ErrTxnAborted), Version: res.Version}
+	if err != nil {
+		out.Err = err.Error()
+	}
+	b, _ := json.Marshal(out)
+	fmt.Printf("FENCETEST-RESULT %s\n", b)
+	return 0
+}
+
+// started is a child process and its output.
+type started struct {
+	cmd  *exec.Cmd
+	out  *strings.Builder
+	done chan error
+}
+
+func startChild(t *testing.T, s objstore.Store, mode, table string, env ...string) *started {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), childEnv+"="+mode, "TABLE="+table), enginetest.ChildEnv(s)...)
+	cmd.Env = append(cmd.Env, env...)
+	c := &started{cmd: cmd, out: &strings.Builder{}, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = c.out, c.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { c.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Signal(syscall.SIGCONT)
+			_ = cmd.Process.Kill()
+			<-c.done
+		}
+	})
+	return c
+}
+
+// wait waits for the child to exit and returns its result line.
+func (c *started) wait(t *testing.T) result {
+	t.Helper()
+	select {
+	case err := <-c.done:
+		if err != nil {
+			t.Fatalf("child: %v\n%s", err, c.out)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("child did not finish:\n%s", c.out)
+	}
+	sc := bufio.NewScanner(strings.NewReader(c.out.String()))
+	for sc.Scan() {
+		if line, ok := strings.CutPrefix(sc.Text(), "FENCETEST-RESULT "); ok {
+			var r result
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+	}
+	t.Fatalf("no result line:\n%s", c.out)
+	return result{}
+}
+
+// waitFor polls cond until it holds, failing the test after d.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
