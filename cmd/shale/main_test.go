@@ -125,11 +125,17 @@ func (r result) String() string {
 // run executes the binary with args and returns its output and exit status.
 func (e *env) run(args ...string) result {
 	e.t.Helper()
+	return e.runEnv(nil, args...)
+}
+
+// runEnv is run with extra environment entries (SHALE_FAILPOINTS, say).
+func (e *env) runEnv(extra []string, args ...string) result {
+	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, shaleBin, args...)
 	cmd.Dir = e.dir
-	cmd.Env = append(os.Environ(), "SHALE_HOME="+e.home, "SHALE_ETCD_IDLE=20s")
+	cmd.Env = append(append(os.Environ(), "SHALE_HOME="+e.home, "SHALE_ETCD_IDLE=20s"), extra...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
