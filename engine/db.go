@@ -163,7 +163,7 @@ func (db *DB) CreateTable(ctx context.Context, name string, schema *arrow.Schema
 		return nil, err
 	}
 	t := &Table{db: db, name: name, m: m}
-	if err := t.publish(ctx, m, stats.Checksum); err != nil {
+	if _, err := t.publish(ctx, m, stats.Checksum); err != nil {
 		return nil, err
 	}
 	return t, nil

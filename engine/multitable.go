@@ -120,12 +120,16 @@ func newWrite(t *Table, txn manifest.Transaction, rows int64, hold *writeHold) *
 // PrepareAppend writes rdr's rows as data files for a later DB.Commit. The Write holds
 // its files against garbage collection until it is committed or released (see Write).
 // Errors: ErrReadOnly, schema and null errors, store errors.
-func (t *Table) PrepareAppend(ctx context.Context, rdr array.RecordReader) (*Write, error) {
+func (t *Table) PrepareAppend(ctx context.Context, rdr array.RecordReader, opts ...WriteOption) (*Write, error) {
 	if t.readOnly {
 		return nil, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
 	}
+	o, err := collectWriteOptions(t.name, opts)
+	if err != nil {
+		return nil, err
+	}
 	hold := t.startWriteHold(ctx)
-	txn := manifest.NewTransaction(t.m.Version, manifest.Operation{Kind: manifest.OpAppend})
+	txn := t.newTxn(manifest.OpAppend, o)
 	frags, rows, err := t.writeFragments(ctx, rdr, t.Schema(), t.m.Schema.FieldIDs, txn.ID)
 	if err != nil {
 		hold.stop()
@@ -139,12 +143,16 @@ func (t *Table) PrepareAppend(ctx context.Context, rdr array.RecordReader) (*Wri
 // for a later DB.Commit. The Write holds its deletion vectors against garbage collection
 // until it is committed or released (see Write).
 // Errors: ErrReadOnly, filter errors, store errors.
-func (t *Table) PrepareDelete(ctx context.Context, where string) (*Write, error) {
+func (t *Table) PrepareDelete(ctx context.Context, where string, opts ...WriteOption) (*Write, error) {
 	if t.readOnly {
 		return nil, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
 	}
+	o, err := collectWriteOptions(t.name, opts)
+	if err != nil {
+		return nil, err
+	}
 	hold := t.startWriteHold(ctx)
-	txn := manifest.NewTransaction(t.m.Version, manifest.Operation{Kind: manifest.OpDelete})
+	txn := t.newTxn(manifest.OpDelete, o)
 	op, n, err := t.planDelete(ctx, where, txn.ID)
 	if err != nil {
 		hold.stop()

@@ -110,6 +110,10 @@ func (t *Table) commit(ctx context.Context, txn manifest.Transaction) (CommitRes
 		if err == nil {
 			break
 		}
+		var dup *manifest.DuplicateError
+		if errors.As(err, &dup) {
+			return t.duplicate(ctx, dup)
+		}
 		var landed *manifest.ExpiredLandingError
 		if errors.As(err, &landed) {
 			// An earlier attempt committed, in a version garbage collection has expired
@@ -138,10 +142,11 @@ func (t *Table) commit(ctx context.Context, txn manifest.Transaction) (CommitRes
 	}
 	t.m = m
 	res := CommitResult{Version: m.Version, Attempts: stats.Attempts, Rebased: stats.Rebased}
-	if err := t.publish(ctx, m, stats.Checksum); err != nil {
+	also, err := t.publish(ctx, m, stats.Checksum)
+	if err != nil {
 		return res, &UnknownError{Table: t.name, Txn: txn, Committed: true, Version: m.Version, Err: err}
 	}
-	res.Published = t.db.cat != nil
+	res.Published, res.AlsoPublished = t.db.cat != nil, also
 	return res, nil
 }
 
@@ -166,8 +171,10 @@ func (t *Table) Retry(ctx context.Context, txn manifest.Transaction) (CommitResu
 	return t.commit(ctx, txn)
 }
 
-// publish moves the table's catalog pointer forward to m (no-op without a catalog). The
-// version is committed whatever happens here; an error means only that the pointer may lag.
+// publish moves the table's catalog pointer forward to m (no-op without a catalog) and
+// returns the logical versions of other transactions it made visible on the way (see
+// CommitResult.AlsoPublished). The version is committed whatever happens here; an error
+// means only that the pointer may lag.
 //
 // Every single-table write publishes this way, logical or maintenance: the store's
 // put-if-absent of version N is the commit point, and the commit loop has checked our
@@ -175,28 +182,31 @@ func (t *Table) Retry(ctx context.Context, txn manifest.Transaction) (CommitResu
 // to N (or finding it at or past N) publishes a prefix of one linear history. The strict
 // compare-and-swap on read versions applies where etcd is the commit point: multi-table
 // transactions (DB.Commit).
-func (t *Table) publish(ctx context.Context, m *manifest.Manifest, checksum uint32) error {
+func (t *Table) publish(ctx context.Context, m *manifest.Manifest, checksum uint32) ([]PublishedVersion, error) {
 	if t.db.cat == nil {
-		return nil
+		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, t.db.opts.PublishTimeout)
 	defer cancel()
 	if err := seamBeforePublish.Inject(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	p := catalog.Pointer{Version: m.Version, ManifestKey: m.Key(), Checksum: checksum}
-	var err error
+	var (
+		adv catalog.Advanced
+		err error
+	)
 	if m.Version == 1 {
-		_, err = t.db.cat.FastForward(ctx, t.name, p)
+		adv, err = t.db.cat.Advance(ctx, t.name, p, false)
 	} else {
 		// Never re-create a pointer a drop removed. An absent pointer is legitimate only
 		// for a table that was never published (created without a catalog): its first
 		// version is still in the store (a drop deletes it first).
-		_, err = t.db.cat.FastForwardExisting(ctx, t.name, p)
+		adv, err = t.db.cat.Advance(ctx, t.name, p, true)
 		if errors.Is(err, catalog.ErrNoPointer) {
 			v1 := manifest.ManifestKey(t.name, 1)
 			if _, herr := t.db.store.Head(ctx, v1); herr == nil {
-				_, err = t.db.cat.FastForward(ctx, t.name, p)
+				adv, err = t.db.cat.Advance(ctx, t.name, p, false)
 			} else if errors.Is(herr, objstore.ErrNotFound) {
 				err = fmt.Errorf("%w: no published pointer and no version 1 (%s)", ErrTableDropped, v1)
 			} else {
@@ -208,9 +218,32 @@ func (t *Table) publish(ctx context.Context, m *manifest.Manifest, checksum uint
 		err = seamAfterPublish.Inject(ctx)
 	}
 	if err != nil {
-		return fmt.Errorf("table %q: version %d committed but not published: %w", t.name, m.Version, err)
+		return nil, fmt.Errorf("table %q: version %d committed but not published: %w", t.name, m.Version, err)
 	}
-	return nil
+	if adv.Now.Version != m.Version || adv.Prev+1 >= m.Version {
+		return nil, nil // nobody else's version became visible through us
+	}
+	return t.othersPublished(ctx, adv.Prev+1, m.Version-1), nil
+}
+
+// othersPublished lists the logical versions in [from, to] (versions of other writers
+// that a publish made visible). Versions that cannot be read, maintenance versions and
+// prepared versions of aborted groups are left out.
+func (t *Table) othersPublished(ctx context.Context, from, to uint64) []PublishedVersion {
+	var out []PublishedVersion
+	for v := from; v <= to; v++ {
+		m, err := manifest.Load(ctx, t.db.store, t.name, v)
+		if err != nil || m.Txn.Op.Kind.Maintenance() {
+			continue
+		}
+		if g := m.Txn.Op.Group; g != nil {
+			if st, err := t.db.cat.GroupState(ctx, g.ID); err != nil || st != catalog.GroupCommitted {
+				continue
+			}
+		}
+		out = append(out, PublishedVersion{Version: v, Operation: m.Txn.Op.Kind, Transaction: m.Txn.ID})
+	}
+	return out
 }
 
 // refreshHead moves the handle to the manifest a re-planned write should start from: HEAD,

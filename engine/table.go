@@ -117,7 +117,23 @@ type CommitResult struct {
 	Attempts  int      // put-if-absent attempts of the final commit
 	Rebased   []uint64 // versions by others the commit was rebuilt on top of
 	Published bool     // the catalog pointer is at or past Version
-	Rows      int64    // rows appended or deleted
+	Rows      int64    // rows appended or deleted (for a Duplicate, of this call's input)
+	// Duplicate: the write's idempotency key (WithIdempotencyKey) had committed already,
+	// as Version, by transaction DuplicateTxn; this call committed nothing new.
+	Duplicate    bool
+	DuplicateTxn string
+	// AlsoPublished lists versions of other transactions that changed rows or the schema
+	// (logical operations) and that this write's publish made visible: committed by
+	// writers that had not published them yet (still running, or dead between their
+	// commit and their publish). Maintenance versions are not listed.
+	AlsoPublished []PublishedVersion
+}
+
+// PublishedVersion is a version a write published on another transaction's behalf.
+type PublishedVersion struct {
+	Version     uint64          `json:"version"`
+	Operation   manifest.OpKind `json:"operation"`
+	Transaction string          `json:"transaction"`
 }
 
 // commitTime is when m was committed (Unix ns), or, for manifests written before that was

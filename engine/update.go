@@ -44,9 +44,13 @@ var ErrNullValue = errors.New("NULL value for a non-nullable column")
 // NULL), ErrReadOnly, *manifest.ConflictError, store errors. A failure while rows are being
 // rewritten can leave unreferenced data files behind (garbage for GC) only when more than
 // one data file's worth of rows (WriterOptions.MaxRowsPerFile) was already written.
-func (t *Table) Update(ctx context.Context, set map[string]string, where string) (CommitResult, error) {
+func (t *Table) Update(ctx context.Context, set map[string]string, where string, opts ...WriteOption) (CommitResult, error) {
 	if t.readOnly {
 		return CommitResult{}, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
+	}
+	o, err := collectWriteOptions(t.name, opts)
+	if err != nil {
+		return CommitResult{}, err
 	}
 	defer t.holdWhileWriting(ctx)()
 	if where == "" {
@@ -63,7 +67,7 @@ func (t *Table) Update(ctx context.Context, set map[string]string, where string)
 	for attempt := 0; ; attempt++ {
 		// A conflict is a decision (the attempt did not and never will commit), so a
 		// re-plan is a new transaction with new files.
-		txn := manifest.NewTransaction(t.m.Version, manifest.Operation{Kind: manifest.OpUpdate})
+		txn := t.newTxn(manifest.OpUpdate, o)
 		op, updated, err := t.planUpdate(ctx, set, where, txn.ID)
 		if err != nil {
 			return CommitResult{}, err
@@ -76,7 +80,9 @@ func (t *Table) Update(ctx context.Context, set map[string]string, where string)
 		}
 		txn.Op = op
 		res, err := t.commit(ctx, txn)
-		res.Rows = updated
+		if !res.Duplicate {
+			res.Rows = updated
+		}
 		if err == nil || !errors.Is(err, manifest.ErrRetryable) || attempt >= t.db.opts.WriteRetries {
 			return res, err
 		}

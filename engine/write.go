@@ -148,12 +148,16 @@ func (t *Table) writeFragments(ctx context.Context, rdr array.RecordReader, sche
 // that was paused past GC's grace period fails with manifest.ErrTxnAborted instead of
 // committing a version naming deleted files (invariant 15). Its files are never committed
 // under another transaction id (invariant 16).
-func (t *Table) Append(ctx context.Context, rdr array.RecordReader) (CommitResult, error) {
+func (t *Table) Append(ctx context.Context, rdr array.RecordReader, opts ...WriteOption) (CommitResult, error) {
 	if t.readOnly {
 		return CommitResult{}, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
 	}
+	o, err := collectWriteOptions(t.name, opts)
+	if err != nil {
+		return CommitResult{}, err
+	}
 	defer t.holdWhileWriting(ctx)()
-	txn := manifest.NewTransaction(t.m.Version, manifest.Operation{Kind: manifest.OpAppend})
+	txn := t.newTxn(manifest.OpAppend, o)
 	frags, rows, err := t.writeFragments(ctx, rdr, t.Schema(), t.m.Schema.FieldIDs, txn.ID)
 	if err != nil {
 		return CommitResult{}, err
@@ -168,20 +172,24 @@ func (t *Table) Append(ctx context.Context, rdr array.RecordReader) (CommitResul
 }
 
 // AppendRecord appends one record batch (see Append).
-func (t *Table) AppendRecord(ctx context.Context, rec arrow.RecordBatch) (CommitResult, error) {
+func (t *Table) AppendRecord(ctx context.Context, rec arrow.RecordBatch, opts ...WriteOption) (CommitResult, error) {
 	rdr, err := array.NewRecordReader(rec.Schema(), []arrow.RecordBatch{rec})
 	if err != nil {
 		return CommitResult{}, err
 	}
 	defer rdr.Release()
-	return t.Append(ctx, rdr)
+	return t.Append(ctx, rdr, opts...)
 }
 
 // Overwrite replaces every row (and the schema) with the rows of rdr in one new version.
 // Fields whose name and type are unchanged keep their field id; others get new ids.
-func (t *Table) Overwrite(ctx context.Context, rdr array.RecordReader) (CommitResult, error) {
+func (t *Table) Overwrite(ctx context.Context, rdr array.RecordReader, opts ...WriteOption) (CommitResult, error) {
 	if t.readOnly {
 		return CommitResult{}, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
+	}
+	o, err := collectWriteOptions(t.name, opts)
+	if err != nil {
+		return CommitResult{}, err
 	}
 	defer t.holdWhileWriting(ctx)()
 	schema := rdr.Schema()
@@ -200,7 +208,8 @@ func (t *Table) Overwrite(ctx context.Context, rdr array.RecordReader) (CommitRe
 	if err != nil {
 		return CommitResult{}, err
 	}
-	txn := manifest.NewTransaction(t.m.Version, manifest.Operation{Kind: manifest.OpOverwrite, Schema: &ms})
+	txn := t.newTxn(manifest.OpOverwrite, o)
+	txn.Op.Schema = &ms
 	frags, rows, err := t.writeFragments(ctx, rdr, schema, ids, txn.ID)
 	if err != nil {
 		return CommitResult{}, err
@@ -217,9 +226,13 @@ func (t *Table) Overwrite(ctx context.Context, rdr array.RecordReader) (CommitRe
 // conflict (another delete changed the same fragment) re-plans at HEAD, up to
 // Options.WriteRetries times. Deleting nothing commits nothing.
 // Errors: filter errors for a bad WHERE; *manifest.ConflictError; store errors.
-func (t *Table) Delete(ctx context.Context, where string) (CommitResult, error) {
+func (t *Table) Delete(ctx context.Context, where string, opts ...WriteOption) (CommitResult, error) {
 	if t.readOnly {
 		return CommitResult{}, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
+	}
+	o, err := collectWriteOptions(t.name, opts)
+	if err != nil {
+		return CommitResult{}, err
 	}
 	defer t.holdWhileWriting(ctx)()
 	if where == "" {
@@ -234,7 +247,7 @@ func (t *Table) Delete(ctx context.Context, where string) (CommitResult, error) 
 	for attempt := 0; ; attempt++ {
 		// A conflict is a decision (the attempt did not and never will commit), so a
 		// re-plan is a new transaction with new deletion vectors.
-		txn := manifest.NewTransaction(t.m.Version, manifest.Operation{Kind: manifest.OpDelete})
+		txn := t.newTxn(manifest.OpDelete, o)
 		op, deleted, err := t.planDelete(ctx, where, txn.ID)
 		if err != nil {
 			return CommitResult{}, err
@@ -244,7 +257,9 @@ func (t *Table) Delete(ctx context.Context, where string) (CommitResult, error) 
 		}
 		txn.Op = op
 		res, err := t.commit(ctx, txn)
-		res.Rows = deleted
+		if !res.Duplicate {
+			res.Rows = deleted
+		}
 		if err == nil || !errors.Is(err, manifest.ErrRetryable) || attempt >= t.db.opts.WriteRetries {
 			return res, err
 		}

@@ -117,6 +117,15 @@ func Build(table string, parent *Manifest, txn Transaction) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
+	if k := txn.IdempotencyKey; k != "" {
+		if len(k) > MaxIdempotencyKeyLen {
+			return nil, fmt.Errorf("idempotency key of %d bytes, at most %d", len(k), MaxIdempotencyKeyLen)
+		}
+		m.Idempotency = append(m.Idempotency, IdempotencyRecord{Key: k, Version: m.Version, TxnID: txn.ID})
+	}
+	if n := IdempotencyKeysKept(m.Config); len(m.Idempotency) > n {
+		m.Idempotency = slices.Clone(m.Idempotency[len(m.Idempotency)-n:])
+	}
 	// Embed the transaction without the payload the manifest already holds.
 	m.Txn = txn
 	m.Txn.Op.Schema = nil

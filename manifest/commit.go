@@ -106,6 +106,25 @@ func (e *ExpiredLandingError) Error() string {
 
 func (e *ExpiredLandingError) Unwrap() error { return ErrLandedExpired }
 
+// ErrDuplicate: a transaction with the same idempotency key committed already (another
+// transaction: a retry of a write after its client crashed). The error is a
+// *DuplicateError naming the version; the write takes effect once, in that version.
+var ErrDuplicate = errors.New("a write with this idempotency key committed already")
+
+// DuplicateError reports the version that committed a write's idempotency key.
+type DuplicateError struct {
+	Table   string
+	Key     string
+	Version uint64
+	TxnID   string // the transaction that committed the key
+}
+
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("table %q: idempotency key %q was committed as version %d by transaction %s", e.Table, e.Key, e.Version, e.TxnID)
+}
+
+func (e *DuplicateError) Unwrap() error { return ErrDuplicate }
+
 // Commit commits txn to table as the next version and returns the committed manifest.
 // read is the manifest to build on when nothing newer exists (nil only for Create); it is
 // normally the version txn was planned on, or a newer one (a handle that moved on).
@@ -120,6 +139,8 @@ func (e *ExpiredLandingError) Unwrap() error { return ErrLandedExpired }
 //   - a prepared version of an aborted multi-table group counts as empty;
 //   - one carrying txn's id is an earlier attempt that landed: it is returned (or, if it
 //     expired since, *ExpiredLandingError);
+//   - one carrying txn's idempotency key under another transaction id is a duplicate:
+//     *DuplicateError (so is a key the version built on remembers, Manifest.Idempotency);
 //   - any other is checked with Check, tombstones of expired versions included (they keep
 //     the transaction), so expiry never becomes a conflict; a compatible one becomes the
 //     parent, a rebase rewrites txn's deletion vectors.
@@ -132,7 +153,7 @@ func (e *ExpiredLandingError) Unwrap() error { return ErrLandedExpired }
 // Errors: *ConflictError (errors.Is ErrRetryable or ErrIncompatible, and ErrTxnAborted
 // when an abort version fences txn: garbage collection or recovery may have deleted its
 // files) naming both transactions; *ExpiredLandingError (ErrLandedExpired: committed
-// earlier); ErrCommitUnknown when the outcome cannot be decided; ErrTooManyAttempts;
+// earlier); *DuplicateError (ErrDuplicate: its idempotency key committed already); ErrCommitUnknown when the outcome cannot be decided; ErrTooManyAttempts;
 // *ObjectError for corrupt manifests met on the way; store errors.
 func Commit(ctx context.Context, s objstore.Store, table string, read *Manifest, txn Transaction, opts CommitOptions) (*Manifest, CommitStats, error) {
 	opts = opts.withDefaults()
@@ -250,7 +271,7 @@ func (w *walk) start(read *Manifest) error {
 			}
 		}
 		w.parent, w.at = read, read.Version
-		return nil
+		return w.remembered(read)
 	}
 	// The handle is older than the transaction's read version (or absent): start there.
 	r, err := LoadRecord(w.ctx, w.s, w.table, w.txn.ReadVersion)
@@ -263,7 +284,21 @@ func (w *walk) start(read *Manifest) error {
 			return err
 		}
 	}
+	if w.parent != nil {
+		if err := w.remembered(w.parent); err != nil {
+			return err
+		}
+	}
 	return w.forward()
+}
+
+// remembered reports a duplicate when m remembers the transaction's idempotency key
+// under another transaction (its own id is an earlier attempt: the walk finds it).
+func (w *walk) remembered(m *Manifest) error {
+	if rec, ok := m.IdempotencyVersion(w.txn.IdempotencyKey); ok && rec.TxnID != w.txn.ID {
+		return &DuplicateError{Table: w.table, Key: w.txn.IdempotencyKey, Version: rec.Version, TxnID: rec.TxnID}
+	}
+	return nil
 }
 
 // forward reads and checks every version after at, to HEAD.
@@ -302,6 +337,9 @@ func (w *walk) absorb(r *Record) error {
 	if r.TxnID == w.txn.ID {
 		w.landed = r
 		return errLanded
+	}
+	if k := w.txn.IdempotencyKey; k != "" && r.Txn != nil && r.Txn.IdempotencyKey == k {
+		return &DuplicateError{Table: w.table, Key: k, Version: r.Version, TxnID: r.TxnID}
 	}
 	if r.Txn == nil {
 		// A tombstone from before tombstones kept the transaction: we cannot check ours

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 
 	"github.com/shale-db/shale/internal/fragment"
 )
@@ -26,6 +27,10 @@ type Manifest struct {
 	// WALMerged is the merged watermark of each WAL shard: the highest generation whose
 	// rows are in the base table.
 	WALMerged map[string]uint64 `cbor:",omitempty"`
+	// Idempotency remembers the idempotency keys of the newest keyed writes, oldest first,
+	// at most IdempotencyKeysKept(Config) of them: a write whose key is here (or in a
+	// version committed after its read version) is a duplicate of the version named.
+	Idempotency []IdempotencyRecord `cbor:",omitempty"`
 
 	// Txn is the transaction that produced this version; TxnKey is where its record lives.
 	Txn    Transaction
@@ -36,6 +41,48 @@ type Manifest struct {
 	Committed int64 `cbor:",omitempty"`
 
 	checksum uint32 // CRC32C of the object this manifest was decoded from (not encoded)
+}
+
+// IdempotencyRecord is one remembered keyed write.
+type IdempotencyRecord struct {
+	Key     string `cbor:"1,keyasint"`
+	Version uint64 `cbor:"2,keyasint"`
+	TxnID   string `cbor:"3,keyasint"`
+}
+
+// ConfigIdempotencyKeys is the table configuration key bounding how many idempotency keys
+// a manifest remembers (default DefaultIdempotencyKeys; 0 remembers none: duplicates are
+// then caught only among versions committed after a write's read version).
+const ConfigIdempotencyKeys = "shale.idempotency_keys"
+
+// DefaultIdempotencyKeys is ConfigIdempotencyKeys' default.
+const DefaultIdempotencyKeys = 1000
+
+// IdempotencyKeysKept is the bound ConfigIdempotencyKeys sets in config (the default when
+// absent or not a non-negative integer).
+func IdempotencyKeysKept(config map[string]string) int {
+	v, ok := config[ConfigIdempotencyKeys]
+	if !ok {
+		return DefaultIdempotencyKeys
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return DefaultIdempotencyKeys
+	}
+	return n
+}
+
+// IdempotencyVersion returns the remembered write with key ("" never matches).
+func (m *Manifest) IdempotencyVersion(key string) (IdempotencyRecord, bool) {
+	if key == "" {
+		return IdempotencyRecord{}, false
+	}
+	for _, r := range m.Idempotency {
+		if r.Key == key {
+			return r, true
+		}
+	}
+	return IdempotencyRecord{}, false
 }
 
 // Checksum is the CRC32C of the stored object this manifest was read from (0 for a
@@ -132,6 +179,7 @@ func (m *Manifest) clone() *Manifest {
 	}
 	c.Indexes = slices.Clone(m.Indexes)
 	c.WALMerged = maps.Clone(m.WALMerged)
+	c.Idempotency = slices.Clone(m.Idempotency)
 	return &c
 }
 

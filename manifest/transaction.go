@@ -54,7 +54,15 @@ type Transaction struct {
 	ReadVersion uint64
 	Timestamp   int64 // Unix nanoseconds when the transaction was planned
 	Op          Operation
+	// IdempotencyKey, when set, names the write across retries by different transactions
+	// (a client that crashed and runs the same import again), as Delta's application
+	// transactions do: a table commits at most one transaction per key among the keys it
+	// remembers (Manifest.Idempotency). Up to MaxIdempotencyKeyLen bytes.
+	IdempotencyKey string `cbor:",omitempty"`
 }
+
+// MaxIdempotencyKeyLen bounds Transaction.IdempotencyKey.
+const MaxIdempotencyKeyLen = 256
 
 // Operation is the payload of a transaction. Which fields are set depends on Kind:
 //

@@ -3,6 +3,7 @@ package manifest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"github.com/shale-db/shale/internal/objstore"
 	"testing"
 )
@@ -182,5 +183,52 @@ func TestAbortedTransactionErrorIsTyped(t *testing.T) {
 	_, _, err = Commit(ctx, s, "t", next, zombie, CommitOptions{})
 	if !errors.Is(err, ErrTxnAborted) {
 		t.Fatalf("fenced by an expired abort: %v; want ErrTxnAborted", err)
+	}
+}
+
+// TestIdempotencyKeyCommitsOnce (issue 8 item 8): two transactions with one idempotency
+// key commit once: the second finds the first among the versions after its read version,
+// or in the keys the version it builds on remembers, and gets *DuplicateError naming the
+// first's version. The remembered keys are bounded by ConfigIdempotencyKeys.
+func TestIdempotencyKeyCommitsOnce(t *testing.T) {
+	ctx := context.Background()
+	s := memStore(t)
+	base := create(t, s, "t")
+	first := appendTxn(base, 5)
+	first.IdempotencyKey = "import:abc"
+	second := appendTxn(base, 5) // planned on the same version: meets first in its walk
+	second.IdempotencyKey = "import:abc"
+	fm := mustCommit(t, s, base, first)
+	_, _, err := Commit(ctx, s, "t", base, second, CommitOptions{})
+	var de *DuplicateError
+	if !errors.As(err, &de) || de.Version != fm.Version || de.TxnID != first.ID {
+		t.Fatalf("second write with the key: %v; want *DuplicateError naming v%d", err, fm.Version)
+	}
+	// Planned after: the key is remembered by the version it builds on.
+	head := mustCommit(t, s, fm, appendTxn(fm, 1))
+	third := appendTxn(head, 5)
+	third.IdempotencyKey = "import:abc"
+	if _, _, err := Commit(ctx, s, "t", head, third, CommitOptions{}); !errors.As(err, &de) || de.Version != fm.Version {
+		t.Fatalf("later write with the key: %v; want a duplicate of v%d", err, fm.Version)
+	}
+	// Its own retry is not a duplicate of itself.
+	if m, _, err := Commit(ctx, s, "t", head, first, CommitOptions{}); err != nil || m.Version != fm.Version {
+		t.Fatalf("retry of the first: %v %v", m, err)
+	}
+	// The memory is bounded.
+	cfg := mustCommit(t, s, head, NewTransaction(head.Version, Operation{Kind: OpUpdateConfig, Config: map[string]string{ConfigIdempotencyKeys: "2"}}))
+	m := cfg
+	for i := 0; i < 3; i++ {
+		txn := appendTxn(m, 1)
+		txn.IdempotencyKey = fmt.Sprintf("k%d", i)
+		m = mustCommit(t, s, m, txn)
+	}
+	if len(m.Idempotency) != 2 || m.Idempotency[0].Key != "k1" || m.Idempotency[1].Key != "k2" {
+		t.Fatalf("remembered keys %+v, want k1 and k2", m.Idempotency)
+	}
+	old := appendTxn(m, 1)
+	old.IdempotencyKey = "import:abc" // forgotten: commits
+	if _, _, err := Commit(ctx, s, "t", m, old, CommitOptions{}); err != nil {
+		t.Fatalf("a key no longer remembered: %v", err)
 	}
 }

@@ -239,6 +239,16 @@ func (a *app) printJSON(v any) error {
 // printf writes to stdout.
 func (a *app) printf(format string, args ...any) { fmt.Fprintf(a.stdout, format, args...) }
 
+// notePublished tells (on stderr) which other writers' versions a write's publish made
+// visible: committed by a writer that had not published them, still running or dead
+// between its commit and its publish (engine.CommitResult.AlsoPublished).
+func (a *app) notePublished(table string, vs []engine.PublishedVersion) {
+	for _, v := range vs {
+		fmt.Fprintf(a.stderr, "note: this also published version %d of %s (%s by transaction %s), committed by another writer that had not published it\n",
+			v.Version, table, v.Operation, v.Transaction)
+	}
+}
+
 // flagChanged reports whether a flag was given on the command line.
 func flagChanged(fs *pflag.FlagSet, name string) bool {
 	f := fs.Lookup(name)
@@ -293,4 +303,12 @@ func humanBytes(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %cB", float64(n)/float64(div), "kMGTPE"[exp])
+}
+
+// orEmpty returns s, or an empty slice for nil (JSON lists are [] when empty, never null).
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }

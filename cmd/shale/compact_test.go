@@ -12,7 +12,7 @@ func TestCompactCLI(t *testing.T) {
 	e := sharedEnv(t)
 	tbl := e.table("cmp")
 	for i := 0; i < 4; i++ {
-		e.ok("import", e.file("c.csv", "a,b\n1,x\n2,y\n3,z\n"), "--table", tbl)
+		e.ok("import", e.file("c.csv", "a,b\n1,x\n2,y\n3,z\n"), "--table", tbl, "--idempotency-key", fmt.Sprint(i))
 	}
 	e.ok("delete", tbl, "--where", "a = 2")
 	want := e.ok("query", tbl, "--format", "csv")

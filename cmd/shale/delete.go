@@ -33,8 +33,9 @@ versions still see the rows: query --version N.`,
 			elapsed := time.Since(start)
 			if a.jsonOut {
 				return a.printJSON(map[string]any{"table": t.Name(), "deleted": res.Rows, "version": res.Version,
-					"committed": res.Version != before, "elapsed_ms": elapsed.Milliseconds()})
+					"committed": res.Version != before, "elapsed_ms": elapsed.Milliseconds(), "also_published": orEmpty(res.AlsoPublished)})
 			}
+			a.notePublished(t.Name(), res.AlsoPublished)
 			if res.Rows == 0 {
 				a.printf("No rows of %s match; nothing committed (version %d)\n", t.Name(), res.Version)
 				return nil

@@ -143,7 +143,9 @@ func (a *app) demo(ctx context.Context, path, table string, fresh bool) error {
 	if exists {
 		a.printf("   table %s exists: overwriting it in a new version (history kept; --fresh starts over)\n", table)
 	}
-	res, err := a.importFile(ctx, path, table, importOptions{format: formatParquet, overwrite: exists})
+	// Every demo run imports anew (an import's default key would make a rerun a no-op).
+	key := "demo:" + manifest.NewTransactionID()
+	res, err := a.importFile(ctx, path, table, importOptions{format: formatParquet, overwrite: exists, idempotencyKey: key})
 	if err != nil {
 		return err
 	}

@@ -45,11 +45,13 @@ func TestTwoCommandsOnAFreshHome(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 	// Two imports into the same table at once: both append (the commit loop rebases).
+	// (The same file again needs its own idempotency keys: without, it is already
+	// imported.)
 	for i := range results {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			results[i] = e.run("import", in, "--table", "t0")
+			results[i] = e.run("import", in, "--table", "t0", "--idempotency-key", fmt.Sprint("again-", i))
 		}(i)
 	}
 	wg.Wait()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,7 +18,7 @@ func TestGC(t *testing.T) {
 	e := sharedEnv(t)
 	tbl := e.table("gc")
 	for i := 0; i < 4; i++ {
-		e.ok("import", e.file("g.csv", "a,b\n1,x\n2,y\n3,z\n"), "--table", tbl)
+		e.ok("import", e.file("g.csv", "a,b\n1,x\n2,y\n3,z\n"), "--table", tbl, "--idempotency-key", fmt.Sprint(i))
 	}
 	e.ok("delete", tbl, "--where", "a = 2")
 	want := e.ok("query", tbl, "--format", "csv")

@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -28,6 +32,12 @@ type importResult struct {
 	Elapsed   time.Duration `json:"-"`
 	ElapsedMS int64         `json:"elapsed_ms"`
 	RowsPerS  float64       `json:"rows_per_second"`
+	// IdempotencyKey is the import's key; Duplicate says an earlier import with it had
+	// committed already (as Version), so nothing new was written.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	Duplicate      bool   `json:"duplicate"`
+	// AlsoPublished lists other writers' versions this import's publish made visible.
+	AlsoPublished []engine.PublishedVersion `json:"also_published"`
 }
 
 // importOptions tune importFile.
@@ -35,6 +45,9 @@ type importOptions struct {
 	format    string // "" = from the extension
 	overwrite bool   // replace the table's rows (and schema) instead of appending
 	quiet     bool   // no progress output
+	// idempotencyKey names the import across runs ("" = derived from the file's content,
+	// the table and the format; see importKey).
+	idempotencyKey string
 }
 
 func (a *app) importCommand() *cobra.Command {
@@ -54,7 +67,14 @@ existing table's column types are used otherwise.
 
 A missing table is created with the file's schema; an existing one gets the rows
 appended (the file must have the table's columns and types, else nothing is committed).
-The file is streamed in batches of ` + fmt.Sprint(importBatchRows) + ` rows, so memory stays bounded.`,
+The file is streamed in batches of ` + fmt.Sprint(importBatchRows) + ` rows, so memory stays bounded.
+
+An import is idempotent: its idempotency key is derived from the file's content, the
+table and the format (or given with --idempotency-key), and the table remembers the keys
+of its newest 1,000 keyed writes. Running the same import again (after a crash, or
+unsure whether it committed) commits nothing and reports the version that has the rows,
+publishing it if the first run died before it could. To append the same rows again on
+purpose, pass another --idempotency-key.`,
 		Example: `  shale import flights.parquet
   shale import trips-2024.csv --table trips
   shale import events.log --format jsonl --table events`,
@@ -85,10 +105,33 @@ The file is streamed in batches of ` + fmt.Sprint(importBatchRows) + ` rows, so 
 	cmd.Flags().StringVarP(&table, "table", "t", "", "table to import into (default: the file name without its extension)")
 	cmd.Flags().StringVar(&opts.format, "format", "", "input format: "+formatList+" (default: from the extension)")
 	cmd.Flags().BoolVar(&opts.overwrite, "overwrite", false, "replace the table's rows and schema instead of appending")
+	cmd.Flags().StringVar(&opts.idempotencyKey, "idempotency-key", "", "name this import across runs (default: derived from the file's content, the table and the format)")
 	return cmd
 }
 
+// importKey derives an import's idempotency key from the table, the format, the mode and
+// the file's bytes (SHA-256; one extra read of the file): "import:" and 40 hex digits.
+func importKey(path, table, format string, overwrite bool) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%t\x00", table, format, overwrite)
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	return "import:" + hex.EncodeToString(h.Sum(nil))[:40], nil
+}
+
 func (a *app) printImport(r *importResult) {
+	defer a.notePublished(r.Table, r.AlsoPublished)
+	if r.Duplicate {
+		a.printf("Already imported: the rows of %s were committed as version %d of %s by an earlier import with the same idempotency key (%s); nothing new was written. To append them again, pass another --idempotency-key.\n",
+			filepath.Base(r.File), r.Version, r.Table, r.IdempotencyKey)
+		return
+	}
 	verb := "Appended"
 	switch {
 	case r.Created:
@@ -168,17 +211,24 @@ func (a *app) importFile(ctx context.Context, path, table string, opts importOpt
 			res.Created = true
 		}
 	}
+	res.IdempotencyKey = opts.idempotencyKey
+	if res.IdempotencyKey == "" {
+		if res.IdempotencyKey, err = importKey(path, table, format, opts.overwrite && !res.Created); err != nil {
+			return nil, err
+		}
+	}
 	var p *progress
 	if !opts.quiet {
 		p = newProgress(a.stderr, "importing "+table, src.rows, src.size)
 	}
 	rdr := &progressReader{RecordReader: pk, src: src, p: p}
 	var cr engine.CommitResult
+	key := engine.WithIdempotencyKey(res.IdempotencyKey)
 	if opts.overwrite && !res.Created {
 		res.Overwrite = true
-		cr, err = t.Overwrite(ctx, rdr)
+		cr, err = t.Overwrite(ctx, rdr, key)
 	} else {
-		cr, err = t.Append(ctx, rdr)
+		cr, err = t.Append(ctx, rdr, key)
 	}
 	if p != nil {
 		p.finish()
@@ -197,6 +247,10 @@ func (a *app) importFile(ctx context.Context, path, table string, opts importOpt
 	}
 	res.Rows = rdr.rows
 	res.Version = cr.Version
+	res.Duplicate, res.AlsoPublished = cr.Duplicate, cr.AlsoPublished
+	if res.AlsoPublished == nil {
+		res.AlsoPublished = []engine.PublishedVersion{}
+	}
 	if res.Version == 0 {
 		res.Version = t.Version()
 	}

@@ -264,7 +264,7 @@ func TestImportParquet(t *testing.T) {
 	if before == 0 {
 		t.Fatal("no SFO flights on 2001-01-01 in the slice")
 	}
-	e.ok("import", path, "--table", tbl)
+	e.ok("import", path, "--table", tbl, "--idempotency-key", "second") // the same file again, on purpose
 	if after := len(jsonLines(t, e.ok("query", tbl, "--where", where, "--json"))); after != 2*before {
 		t.Fatalf("after a second import %d rows, want %d", after, 2*before)
 	}
@@ -286,5 +286,58 @@ func TestImportJSONLinesRefusesUnknownKeys(t *testing.T) {
 	e.fails(1, []string{"line 1501", "secret", "schema mismatch"}, "import", e.file("late.jsonl", b.String()), "--table", tbl)
 	if n := e.manifests(tbl); n > 1 {
 		t.Fatalf("%d manifests after a refused import", n)
+	}
+}
+
+// TestImportKilledBeforePublishThenRunAgainIsIdempotent (issue 8 item 8): an import
+// killed between its commit and its publish, run again, commits nothing new: it reports
+// the killed run's version (publishing it) instead of doubling the rows. Another
+// --idempotency-key imports the rows again on purpose. A write that publishes another
+// writer's unpublished version says so.
+func TestImportKilledBeforePublishThenRunAgainIsIdempotent(t *testing.T) {
+	e := sharedEnv(t)
+	tbl := e.table("idem")
+	e.ok("import", e.file("base.csv", "id,name\n1,a\n2,b\n"), "--table", tbl)
+	batch := e.file("batch.csv", "id,name\n10,x\n11,y\n12,z\n")
+	killed := e.runEnv([]string{"SHALE_FAILPOINTS=engine.before_publish=kill"}, "import", batch, "--table", tbl)
+	if killed.code == 0 {
+		t.Fatalf("import with a kill before its publish exited 0: %v", killed)
+	}
+	count := func() int {
+		return strings.Count(e.ok("query", tbl, "--format", "csv"), "\n") - 1
+	}
+	if n := count(); n != 2 {
+		t.Fatalf("published rows after the killed import: %d, want 2 (its version is committed, not published)", n)
+	}
+	out := e.ok("import", batch, "--table", tbl)
+	if !strings.Contains(out, "Already imported") || !strings.Contains(out, "version 3") {
+		t.Fatalf("the same import run again: %s", out)
+	}
+	if n := count(); n != 5 {
+		t.Fatalf("rows after the import ran again: %d, want 5 (the batch once)", n)
+	}
+	var res struct {
+		Duplicate bool   `json:"duplicate"`
+		Version   uint64 `json:"version"`
+	}
+	if err := json.Unmarshal([]byte(e.ok("import", batch, "--table", tbl, "--json")), &res); err != nil || !res.Duplicate || res.Version != 3 {
+		t.Fatalf("third run --json: %+v %v", res, err)
+	}
+	if out := e.ok("import", batch, "--table", tbl, "--idempotency-key", "again"); strings.Contains(out, "Already") {
+		t.Fatalf("a new --idempotency-key: %s", out)
+	}
+	if n := count(); n != 8 {
+		t.Fatalf("rows after importing with a new key: %d, want 8", n)
+	}
+
+	// A write killed before its publish leaves its version committed; the next write
+	// publishes it and says so.
+	other := e.file("other.csv", "id,name\n20,p\n")
+	if r := e.runEnv([]string{"SHALE_FAILPOINTS=engine.before_publish=kill"}, "import", other, "--table", tbl); r.code == 0 {
+		t.Fatalf("killed import exited 0: %v", r)
+	}
+	r := e.run("delete", tbl, "--where", "id = 1")
+	if r.code != 0 || !strings.Contains(r.stderr, "note: this also published version") || !strings.Contains(r.stderr, "append") {
+		t.Fatalf("delete publishing the killed import's version: %v", r)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -12,8 +13,8 @@ func TestQueryVersionErrors(t *testing.T) {
 	e := sharedEnv(t)
 	tbl := e.table("qver")
 	csv := e.file("q.csv", "a\n1\n")
-	for range 4 {
-		e.ok("import", csv, "--table", tbl) // versions 2..5 (the first creates version 1)
+	for i := range 4 {
+		e.ok("import", csv, "--table", tbl, "--idempotency-key", fmt.Sprint(i)) // versions 2..5 (the first creates version 1)
 	}
 	for _, cmd := range []string{"query", "inspect"} {
 		r := e.fails(2, []string{"--version 0", "versions start at 1"}, cmd, tbl, "--version", "0")
@@ -91,8 +92,8 @@ func TestStatusShowsSidecarsAndHolds(t *testing.T) {
 	e := sharedEnv(t)
 	tbl := e.table("stsc")
 	csv := e.file("s.csv", "a,b\n1,x\n2,y\n")
-	for range 3 {
-		e.ok("import", csv, "--table", tbl)
+	for i := range 3 {
+		e.ok("import", csv, "--table", tbl, "--idempotency-key", fmt.Sprint(i))
 	}
 	e.killedAt("compaction.after_publish", "compact", tbl)
 

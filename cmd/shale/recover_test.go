@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -20,7 +21,7 @@ func TestCompactKilledThenRecover(t *testing.T) {
 	e := freshEnv(t)
 	tbl := e.table("rec")
 	for i := 0; i < 3; i++ {
-		e.ok("import", e.file("r.csv", "a,b\n1,x\n2,y\n"), "--table", tbl)
+		e.ok("import", e.file("r.csv", "a,b\n1,x\n2,y\n"), "--table", tbl, "--idempotency-key", fmt.Sprint(i))
 	}
 	want := e.ok("query", tbl, "--format", "csv")
 	cmd := exec.Command(shaleBin, "compact", tbl)

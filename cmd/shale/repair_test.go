@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,7 +35,7 @@ func TestRepairCLI(t *testing.T) {
 	logical := e.table("logical")
 	e.ok("import", csv, "--table", logical)
 	before := e.ok("query", logical, "--format", "csv")
-	e.killedAt("engine.before_publish", "import", csv, "--table", logical)
+	e.killedAt("engine.before_publish", "import", csv, "--table", logical, "--idempotency-key", "again")
 	if out := e.ok("repair", logical); !strings.Contains(out, "append") || !strings.Contains(out, "logical") ||
 		!strings.Contains(out, "1 unpublished") || !strings.Contains(out, "--force --confirm") {
 		t.Fatalf("preview:\n%s", out)
@@ -78,8 +79,8 @@ func TestRepairCLI(t *testing.T) {
 	}
 
 	maint := e.table("maint")
-	for range 3 {
-		e.ok("import", csv, "--table", maint)
+	for i := range 3 {
+		e.ok("import", csv, "--table", maint, "--idempotency-key", fmt.Sprint(i))
 	}
 	want := e.ok("query", maint, "--format", "csv")
 	e.killedAt("compaction.before_publish", "compact", maint)

@@ -52,8 +52,10 @@ COLUMN=EXPRESSION, a SQL value expression over the row as it was before the upda
 			}
 			elapsed := time.Since(start)
 			if a.jsonOut {
-				return a.printJSON(map[string]any{"table": t.Name(), "updated": res.Rows, "version": res.Version, "elapsed_ms": elapsed.Milliseconds()})
+				return a.printJSON(map[string]any{"table": t.Name(), "updated": res.Rows, "version": res.Version, "elapsed_ms": elapsed.Milliseconds(),
+					"also_published": orEmpty(res.AlsoPublished)})
 			}
+			a.notePublished(t.Name(), res.AlsoPublished)
 			if res.Rows == 0 {
 				a.printf("No rows of %s match; nothing committed (version %d)\n", t.Name(), res.Version)
 				return nil

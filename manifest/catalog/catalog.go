@@ -150,6 +150,31 @@ func (c *Catalog) FastForwardExisting(ctx context.Context, table string, p Point
 	return res[0], nil
 }
 
+// Advanced is what Advance did.
+type Advanced struct {
+	// Now is the pointer in effect afterwards (ours, or a later one).
+	Now Pointer
+	// Prev is the pointer's version when this call decided (0: absent). When Prev is below
+	// the published version and Now is ours, the versions Prev+1 .. Now.Version became
+	// visible through this call, including any other writer's not yet published.
+	Prev uint64
+}
+
+// Advance is FastForward (mustExist false) or FastForwardExisting (true) that also
+// reports the version the pointer moved from. Errors as FastForward and
+// FastForwardExisting.
+func (c *Catalog) Advance(ctx context.Context, table string, p Pointer, mustExist bool) (Advanced, error) {
+	mode := FastForward
+	if mustExist {
+		mode = FastForwardExisting
+	}
+	res, prev, err := c.publishDetailed(ctx, "fast-forward", []Update{{Table: table, Mode: mode, Pointer: p}}, nil)
+	if err != nil {
+		return Advanced{}, err
+	}
+	return Advanced{Now: res[0], Prev: prev[0]}, nil
+}
+
 // CompareAndSwap publishes p as a logical op: only if the table's pointer is still at
 // version expected (0 = the table has no pointer). p.Version must exceed expected. If the
 // pointer already equals p (a retry of a publish that landed) it succeeds without writing.
@@ -296,26 +321,34 @@ func (c *Catalog) publish(ctx context.Context, op string, updates []Update) ([]P
 type groupGuard struct{ key string }
 
 func (c *Catalog) publishGuarded(ctx context.Context, op string, updates []Update, guard *groupGuard) ([]Pointer, error) {
+	res, _, err := c.publishDetailed(ctx, op, updates, guard)
+	return res, err
+}
+
+// publishDetailed is publishGuarded that also returns, per update, the version the
+// pointer had in the state the successful decision was made on (the pointer's version
+// when the goal already held).
+func (c *Catalog) publishDetailed(ctx context.Context, op string, updates []Update, guard *groupGuard) ([]Pointer, []uint64, error) {
 	tables := make([]string, len(updates))
 	for i, u := range updates {
 		tables[i] = u.Table
 	}
 	fail := func(err error) error { return &Error{op, strings.Join(tables, ","), c.keys(tables), err} }
 	if err := validate(updates); err != nil {
-		return nil, fail(err)
+		return nil, nil, fail(err)
 	}
 	states, _, err := c.read(ctx, tables, 0)
 	if err != nil {
-		return nil, withOp(err, op)
+		return nil, nil, withOp(err, op)
 	}
 	backoff := backoffBase
 	for attempt := 1; ; attempt++ {
 		plan, err := decideAll(updates, states)
 		if err != nil {
-			return nil, c.planError(op, updates, err)
+			return nil, nil, c.planError(op, updates, err)
 		}
 		if len(plan.writes) == 0 && guard == nil {
-			return plan.result, nil
+			return plan.result, versionsOf(states), nil
 		}
 		cmps := make([]clientv3.Cmp, 0, len(plan.writes)+1)
 		puts := make([]clientv3.Op, 0, len(plan.writes)+1)
@@ -344,38 +377,38 @@ func (c *Catalog) publishGuarded(ctx context.Context, op string, updates []Updat
 				case gerr != nil:
 					rerr = gerr
 				case st == GroupCommitted:
-					return plan.result, nil
+					return plan.result, versionsOf(states), nil
 				case st == GroupAborted:
-					return nil, fail(ErrGroupAborted)
+					return nil, nil, fail(ErrGroupAborted)
 				}
 			}
 			if rerr == nil {
 				if res, ok := goalMet(updates, fresh); ok && guard == nil {
-					return res, nil
+					return res, versionsOf(states), nil
 				}
 				if isTransient(ctx, err) && attempt < maxAttempts {
 					states = fresh
 					if serr := sleepJitter(ctx, backoff); serr != nil {
-						return nil, fail(fmt.Errorf("%w: %w (then %w)", ErrEtcd, err, serr))
+						return nil, nil, fail(fmt.Errorf("%w: %w (then %w)", ErrEtcd, err, serr))
 					}
 					backoff = min(backoff*2, backoffCap)
 					continue
 				}
 			}
-			return nil, fail(fmt.Errorf("%w: %w", ErrEtcd, err))
+			return nil, nil, fail(fmt.Errorf("%w: %w", ErrEtcd, err))
 		}
 		if r.Succeeded {
-			return plan.result, nil
+			return plan.result, versionsOf(states), nil
 		}
 		if guard != nil {
 			if st, err := c.groupState(ctx, guard.key); err != nil {
-				return nil, withOp(err, op)
+				return nil, nil, withOp(err, op)
 			} else if st != GroupPending {
-				return nil, fail(ErrGroupAborted)
+				return nil, nil, fail(ErrGroupAborted)
 			}
 		}
 		if states, err = c.parse(tables, r.Responses); err != nil {
-			return nil, withOp(err, op)
+			return nil, nil, withOp(err, op)
 		}
 		if attempt >= maxAttempts {
 			break
@@ -391,18 +424,27 @@ func (c *Catalog) publishGuarded(ctx context.Context, op string, updates []Updat
 	defer cancel()
 	states, _, err = c.read(rctx, tables, 0)
 	if err != nil {
-		return nil, withOp(err, op)
+		return nil, nil, withOp(err, op)
 	}
 	if res, ok := goalMet(updates, states); ok && guard == nil {
-		return res, nil
+		return res, versionsOf(states), nil
 	}
 	if _, err := decideAll(updates, states); err != nil {
-		return nil, c.planError(op, updates, err)
+		return nil, nil, c.planError(op, updates, err)
 	}
 	if cerr := context.Cause(ctx); cerr != nil {
-		return nil, fail(fmt.Errorf("%w: %w", ErrContended, cerr))
+		return nil, nil, fail(fmt.Errorf("%w: %w", ErrContended, cerr))
 	}
-	return nil, fail(fmt.Errorf("%w after %d attempts", ErrContended, maxAttempts))
+	return nil, nil, fail(fmt.Errorf("%w after %d attempts", ErrContended, maxAttempts))
+}
+
+// versionsOf lists the pointer versions of states (0 for absent).
+func versionsOf(states []state) []uint64 {
+	out := make([]uint64, len(states))
+	for i, s := range states {
+		out[i] = s.version()
+	}
+	return out
 }
 
 // decisionReadTimeout bounds the read that decides a publish whose own context ended.

@@ -1,0 +1,75 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/shale-db/shale/manifest"
+)
+
+// WriteOption tunes one write (Append, AppendRecord, Overwrite, Delete, Update,
+// PrepareAppend, PrepareDelete).
+type WriteOption func(*writeOptions)
+
+type writeOptions struct {
+	idempotencyKey string
+}
+
+// WithIdempotencyKey gives the write an idempotency key (at most
+// manifest.MaxIdempotencyKeyLen bytes): if a write with the same key committed already
+// (say, the same import run again after its client crashed between its commit and its
+// answer), this one commits nothing and returns that write's version, publishing it, with
+// CommitResult.Duplicate set. The table remembers the keys of its newest keyed writes
+// (manifest.ConfigIdempotencyKeys, default manifest.DefaultIdempotencyKeys), and any key
+// among versions committed after the write's read version. This is Delta Lake's
+// application transaction (txn action) idea, keyed per write.
+func WithIdempotencyKey(key string) WriteOption {
+	return func(o *writeOptions) { o.idempotencyKey = key }
+}
+
+// ErrInvalidOption: a write option with a bad value (an idempotency key too long).
+var ErrInvalidOption = errors.New("invalid write option")
+
+func collectWriteOptions(table string, opts []WriteOption) (writeOptions, error) {
+	var o writeOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	if len(o.idempotencyKey) > manifest.MaxIdempotencyKeyLen {
+		return o, fmt.Errorf("table %q: %w: idempotency key of %d bytes, at most %d", table, ErrInvalidOption, len(o.idempotencyKey), manifest.MaxIdempotencyKeyLen)
+	}
+	return o, nil
+}
+
+// newTxn mints the transaction of a write planned on this handle's version.
+func (t *Table) newTxn(kind manifest.OpKind, o writeOptions) manifest.Transaction {
+	txn := manifest.NewTransaction(t.m.Version, manifest.Operation{Kind: kind})
+	txn.IdempotencyKey = o.idempotencyKey
+	return txn
+}
+
+// duplicate is the result of a write whose idempotency key committed already as
+// dup.Version: that version is published (a no-op when the pointer is past it) and the
+// handle moves to the latest version.
+func (t *Table) duplicate(ctx context.Context, dup *manifest.DuplicateError) (CommitResult, error) {
+	res := CommitResult{Version: dup.Version, Duplicate: true, DuplicateTxn: dup.TxnID}
+	m, err := manifest.Load(ctx, t.db.store, t.name, dup.Version)
+	switch {
+	case errors.Is(err, manifest.ErrVersionExpired):
+		// Expired versions are below the published one.
+		res.Published = t.db.cat != nil
+	case err != nil:
+		return res, fmt.Errorf("table %q: idempotency key committed as version %d: %w", t.name, dup.Version, err)
+	default:
+		also, err := t.publish(ctx, m, m.Checksum())
+		if err != nil {
+			return res, &UnknownError{Table: t.name, Txn: m.Txn, Committed: true, Version: m.Version, Err: err}
+		}
+		res.Published, res.AlsoPublished = t.db.cat != nil, also
+	}
+	if latest, err := t.db.latest(ctx, t.name); err == nil {
+		t.m = latest
+	}
+	return res, nil
+}
