@@ -33,12 +33,20 @@
 //     acquires its hold after GC read the holds reads a version at or above the pointer
 //     GC read, which GC keeps), the pending sidecars, and every version's manifest;
 //  3. expire versions oldest first: replace the manifest by a tombstone (manifest.Expire;
-//     tombstones stay, so a version number is never reused), then delete its transaction
-//     record;
-//  4. re-read the holds and HEAD: files of an expired version that a hold taken
-//     meanwhile needs, and of versions committed meanwhile, are kept;
-//  5. delete unreferenced files older than the grace period (or than the oldest live
-//     non-pin hold, minus HoldSkew);
+//     tombstones stay and keep the version's transaction, so a version number is never
+//     reused and late commits are still checked against it);
+//  4. re-read the holds and HEAD: an expired version that a hold taken meanwhile needs is
+//     put back (manifest.Restore) and its files kept; files of versions committed
+//     meanwhile are kept;
+//  5. fence, then delete: unreferenced files older than the grace period (or than the
+//     oldest live non-pin hold, minus HoldSkew) that belong to a transaction this run did
+//     not see committed (their keys name it: manifest.KeyTxn) are deleted only after an
+//     abort version naming those transactions is committed on top of the newest version
+//     read (recovery.Fence), so a writer paused past any grace period or lease fails at
+//     its commit instead of publishing deleted files (invariant 15); if one of them
+//     committed meanwhile the run reads forward and fences again. Then every unreferenced
+//     file goes, with the expired versions' transaction records. A live hold on a version
+//     that is already expired (its references unknown) keeps every data file this run;
 //  6. every table only: list the store, then for each manifest-less table prefix read
 //     the pointer, the holds, the pending sidecars and the manifests again, and delete
 //     its old objects (a table re-created meanwhile has a manifest or young files);

@@ -134,11 +134,11 @@ func Pending(ctx context.Context, s objstore.Store, table string) ([]string, err
 //   - a version carrying one of the sidecar's transaction ids landed: publish it by
 //     fast-forward (roll forward), delete the files of the other attempts that no
 //     version references, then the sidecar;
-//   - none landed: commit an abort version naming the transactions (manifest.OpAbort:
-//     none of them can commit after it; if one lands first the abort fails and the
-//     sidecar is rolled forward instead), publish it if the pointer is just below it,
-//     then delete every file under the attempts' data prefixes that no version
-//     references (roll back), then the sidecar.
+//   - none landed: commit an abort version naming the transactions not recorded as
+//     rejected (Fence, planned on the HEAD the scan read: none of them can commit after
+//     it; if one lands first the abort fails and the sidecar is rolled forward instead),
+//     published once the versions below it are, then delete every file under the
+//     attempts' data prefixes that no version references (roll back), then the sidecar.
 //
 // Versions made by other transactions are never published, and a file a version
 // references is never deleted. Recover is idempotent and safe to run concurrently with
