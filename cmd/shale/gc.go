@@ -37,8 +37,12 @@ needs (abandoned imports and compaction attempts, losing commit attempts, expire
 versions' records) and local temp files are deleted once older than --grace; files a
 pending recovery sidecar names are left to recovery, and stale sidecars are resolved
 first (as shale recover does). --dry-run prints what would go and deletes nothing.
-A write that runs longer than 30 s holds its files in the catalog; a shorter one is
-protected by --grace alone, so --grace under 1m needs --no-writers.
+Before deleting the files of a transaction that has not committed, gc commits an abort
+version naming it, so a writer still running it (or paused, however long) fails at its
+commit instead of publishing a version whose files are gone. --grace keeps gc from
+aborting writes that are simply still running: a write that runs longer than 30 s holds
+its files in the catalog, a shorter one is protected by --grace alone, so --grace under
+1m needs --no-writers (running writers would fail, nothing would be lost).
 Without TABLE every table is collected, and so are the leftovers of dropped tables:
 objects under data/, _deletions/, _txn/ or _versions/ of a prefix with no manifest
 (a drop that died midway, or a write that raced a drop), unless the catalog still has
@@ -64,8 +68,8 @@ recovery step's results are under "outcomes", as in shale recover --json.`,
 				return usagef("--grace must be 0 or more")
 			case grace < minSafeGrace && !noWriters:
 				// A write shorter than engine.DefaultWriteHoldAfter takes no hold: only the
-				// grace period keeps its not yet committed files.
-				return usagef("--grace %s is shorter than %s: a write in flight could lose its files; add --no-writers if no process is writing", grace, minSafeGrace)
+				// grace period keeps gc from fencing it (it would then fail at its commit).
+				return usagef("--grace %s is shorter than %s: a write in flight would be aborted (it fails, nothing is lost); add --no-writers if no process is writing", grace, minSafeGrace)
 			}
 			p := gc.Policy{KeepLast: keepLast, KeepNewer: keepNewer, GracePeriod: grace, DryRun: dryRun}
 			if grace == 0 {
@@ -141,6 +145,20 @@ func (a *app) printGC(rep gc.Report, grace time.Duration) {
 			a.printf(" (%d file(s) of pending recovery sidecars)", n)
 		}
 		a.printf("\n")
+		if t.Fence > 0 {
+			pub := "published"
+			if !t.FencePublished {
+				pub = "not yet published: versions below it were unpublished; the next write publishes it"
+			}
+			a.printf("  fenced %d uncommitted transaction(s) with abort version %d before deleting their files (%s); a writer still running them fails at its commit\n",
+				t.FencedTxns, t.Fence, pub)
+		}
+		if len(t.Restored) > 0 {
+			a.printf("  put back expired version(s) %v: a reader pinned them while this run expired them\n", t.Restored)
+		}
+		if t.HeldExpired > 0 {
+			a.printf("  kept every data file: a live hold needs version %d, which is already expired (run gc again once it is released)\n", t.HeldExpired)
+		}
 		if len(t.Unknown) > 0 {
 			a.printf("  kept %d unrecognised object(s), e.g. %s\n", len(t.Unknown), t.Unknown[0])
 		}
