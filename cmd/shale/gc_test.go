@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -163,4 +167,77 @@ func TestGCDroppedLeftoversJSON(t *testing.T) {
 	if !strings.Contains(text, "dropped tables' leftovers: would delete 0") || !strings.Contains(text, "kept 1") {
 		t.Fatalf("shale gc --dry-run:\n%s", text)
 	}
+}
+
+// TestImportPausedPastGCFailsCleanly (issue 8 item 1, as a user meets it): `shale import`
+// into an existing table is paused (SIGSTOP) after writing its data file; a little over a
+// minute later by the files' clocks, `shale gc TABLE --grace 1m` collects the file; then
+// SIGCONT. The import must fail (exit 1) saying nothing was imported, and every query of
+// the table still works: no version names the deleted file.
+func TestImportPausedPastGCFailsCleanly(t *testing.T) {
+	e := sharedEnv(t)
+	tbl := e.table("paused")
+	e.ok("import", e.file("base.csv", "id,name\n1,a\n2,b\n"), "--table", tbl)
+	gate := filepath.Join(t.TempDir(), "go")
+	cmd := exec.Command(shaleBin, "import", e.file("more.csv", "id,name\n3,c\n4,d\n"), "--table", tbl)
+	cmd.Dir = e.dir
+	cmd.Env = append(os.Environ(), "SHALE_HOME="+e.home, "SHALE_ETCD_IDLE=20s",
+		"SHALE_FAILPOINTS=manifest.before_txn_put=block("+gate+")")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Signal(syscall.SIGCONT)
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}()
+	// Its data file appears under a directory named by its transaction.
+	dataDir := filepath.Join(e.home, "store", tbl, "data")
+	var files []string
+	for deadline := time.Now().Add(30 * time.Second); len(files) < 2; {
+		files, _ = filepath.Glob(filepath.Join(dataDir, "*", "*.arrow"))
+		if time.Now().After(deadline) {
+			t.Fatalf("the import wrote no data file: %v\n%s", files, out.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-2 * time.Minute)
+	for _, f := range files {
+		if err := os.Chtimes(f, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gcOut := e.ok("gc", tbl, "--grace", "1m")
+	if !strings.Contains(gcOut, "fenced 1 uncommitted transaction") {
+		t.Fatalf("gc did not fence the paused import:\n%s", gcOut)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the import did not finish:\n%s", out.String())
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(out.String(), "nothing was imported") {
+		t.Fatalf("the resumed import: %v\n%s", err, out.String())
+	}
+	if got := e.ok("query", tbl, "--format", "csv"); got != "id,name\n1,a\n2,b\n" {
+		t.Fatalf("table after the failed import:\n%s", got)
+	}
+	e.ok("verify", tbl, "--all-versions")
 }

@@ -239,7 +239,9 @@ func (a *app) importFile(ctx context.Context, path, table string, opts importOpt
 		case errors.As(err, &ue) && ue.Committed:
 			err = fmt.Errorf("%w (the %d rows ARE committed as version %d of %q, only not yet published; do not import them again: the next write to the table publishes them)", err, rdr.rows, ue.Version, table)
 		case errors.As(err, &ue):
-			err = fmt.Errorf("%w (the rows may or may not have been committed; check `shale versions %s` before importing again)", err, table)
+			err = fmt.Errorf("%w (the rows may or may not have been committed; running the same import again commits them at most once)", err)
+		case errors.Is(err, manifest.ErrTxnAborted):
+			err = fmt.Errorf("%w (nothing was imported: gc or recovery collected the files this import had written while it was stalled; run the import again)", err)
 		case res.Created:
 			err = fmt.Errorf("%w (table %q was created at version 1 with no rows)", err, table)
 		}
