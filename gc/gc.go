@@ -311,6 +311,16 @@ func (g *collector) run(ctx context.Context) (TableReport, error) {
 		mans[v] = m
 		g.records[v] = rec
 		g.landed[m.Txn.ID] = true
+		// A file under a transaction's prefix that a committed version references was
+		// introduced by that transaction's commit: it landed (no fence needed when the
+		// file's last referencing version expires).
+		files := map[string]bool{}
+		references(m, files)
+		for k := range files {
+			if id, ok := manifest.KeyTxn(g.table, k); ok {
+				g.landed[id] = true
+			}
+		}
 		ts := m.Committed
 		if ts == 0 {
 			ts = m.Txn.Timestamp // written before commit times were recorded

@@ -320,3 +320,22 @@ func youngTemp(t *testing.T, s objstore.Store) (n int64) {
 	}
 	return n
 }
+
+// TestNoFenceForLandedTransactionsFiles: files that became garbage because the versions
+// referencing them expired (a compaction rewrote an append's fragments) belong to
+// transactions that committed: gc deletes them without committing an abort version.
+func TestNoFenceForLandedTransactionsFiles(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.Local(t)
+	db := openDB(t, s)
+	history(t, db) // appends, a delete, a compaction, more appends
+	rep, err := Run(ctx, s, db.Catalog(), "t", Policy{KeepLast: 1, GracePeriod: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := rep.Tables[0]
+	if tr.Fence != 0 || tr.FencedTxns != 0 || len(tr.Deleted) == 0 {
+		t.Fatalf("gc of a history with no uncommitted writer: fence %d (%d txns), deleted %d; want no fence", tr.Fence, tr.FencedTxns, len(tr.Deleted))
+	}
+	checkRetained(t, db, "t", allRows(t, db, "t"))
+}
