@@ -328,7 +328,13 @@ func TestNoFenceForLandedTransactionsFiles(t *testing.T) {
 	ctx := context.Background()
 	s := storetest.Local(t)
 	db := openDB(t, s)
-	history(t, db) // appends, a delete, a compaction, more appends
+	history(t, db) // v2..v7 appends, v8 a delete, v9 a compaction, v10, v11 appends
+	// The first run expires the appends' own versions (v1..v5) while v6..v8 still
+	// reference their files; the second expires those, so the files go with versions
+	// whose transactions did not introduce them.
+	if _, err := Run(ctx, s, db.Catalog(), "t", Policy{KeepLast: 6, GracePeriod: -1}); err != nil {
+		t.Fatal(err)
+	}
 	rep, err := Run(ctx, s, db.Catalog(), "t", Policy{KeepLast: 1, GracePeriod: -1})
 	if err != nil {
 		t.Fatal(err)
