@@ -209,16 +209,29 @@ func (db *DB) OpenTable(ctx context.Context, name string) (*Table, error) {
 
 // OpenTableAt opens a read-only handle on version v of a table (time travel) without
 // reading the published version first, so it works even when a later manifest is damaged.
-// Errors: manifest.ErrInvalidTableName, manifest.ErrVersionNotFound, corruption errors.
+// A prepared version of an aborted multi-table group counts as empty, so it reads as the
+// nearest version below it that counts (Table.ContentVersion; see DB.loadAt).
+// Errors: manifest.ErrInvalidTableName, manifest.ErrVersionNotFound (and
+// manifest.ErrVersionExpired), corruption errors, catalog errors resolving a group.
 func (db *DB) OpenTableAt(ctx context.Context, name string, v uint64) (*Table, error) {
 	if err := manifest.ValidateTableName(name); err != nil {
 		return nil, err
 	}
-	m, err := manifest.Load(ctx, db.store, name, v)
+	m, err := db.loadAt(ctx, name, v)
 	if err != nil {
 		return nil, err
 	}
 	return &Table{db: db, name: name, m: m, readOnly: true}, nil
+}
+
+// loadAt returns what reading version v of a table gives: v's manifest, or, when v is a
+// prepared version of a multi-table group that aborted, the content of the nearest
+// version below it that counts, under v's number (manifest.LoadCounted, with the DB's
+// group resolver: a pending group is waited for, and aborted after
+// Options.GroupTimeout, as writers do). Without a catalog there are no groups to resolve
+// and every version reads as stored.
+func (db *DB) loadAt(ctx context.Context, name string, v uint64) (*manifest.Manifest, error) {
+	return manifest.LoadCounted(ctx, db.store, name, v, db.groups())
 }
 
 // DropTable deletes a table: its catalog pointer first (so no reader is directed to objects

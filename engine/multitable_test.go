@@ -281,3 +281,124 @@ func mustOpen(t *testing.T, db *DB, name string) *Table {
 	}
 	return tbl
 }
+
+// TestTimeTravelToAbortedGroupVersion: a prepared version of an aborted multi-table group
+// stays in the store but counts as empty, so OpenTableAt and Checkout read it as the
+// version below it (under its own number, read-only), never the rejected transaction's
+// rows; Pin holds the version whose files it reads; Versions lists it as aborted with that
+// version's rows; once the version it reads as expired, it reads as expired.
+func TestTimeTravelToAbortedGroupVersion(t *testing.T) {
+	ctx := context.Background()
+	db := twoTables(t)
+	for _, n := range []string{"a", "b"} {
+		appendRange(t, mustOpen(t, db, n), 0, 10) // v2
+	}
+	snap, err := db.Snapshot(ctx, "a", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mustOpen(t, db, "b").Delete(ctx, "id = 5"); err != nil { // b v3
+		t.Fatal(err)
+	}
+	// Both deletes get a prepared version (a v3; b v4, rebased over the delete of 5), then
+	// the group is rejected: b's read version is no longer published.
+	wa, err := snap.Tables["a"].PrepareDelete(ctx, "id = 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wb, err := snap.Tables["b"].PrepareDelete(ctx, "id = 3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Commit(ctx, wa, wb); !errors.Is(err, manifest.ErrRetryable) || OutcomeOf(err) != Rejected {
+		t.Fatalf("commit: %v, want a rejected retryable conflict", err)
+	}
+	for _, c := range []struct {
+		table         string
+		v, reads      uint64
+		want, stored  string
+		storedVersion uint64
+	}{
+		{"a", 3, 2, "[0 1 2 3 4 5 6 7 8 9]", "[0 2 3 4 5 6 7 8 9]", 3},
+		{"b", 4, 3, "[0 1 2 3 4 6 7 8 9]", "[0 1 2 4 6 7 8 9]", 4},
+	} {
+		// What is stored is the rejected transaction's content.
+		m, err := manifest.Load(ctx, db.Store(), c.table, c.storedVersion)
+		if err != nil || m.Txn.Op.Group == nil {
+			t.Fatalf("%s v%d: %v (want a group member)", c.table, c.v, err)
+		}
+		at, err := db.OpenTableAt(ctx, c.table, c.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		co, err := mustOpen(t, db, c.table).Checkout(ctx, c.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, h := range map[string]*Table{"OpenTableAt": at, "Checkout": co} {
+			if got := fmt.Sprint(ids(t, h, "")); got != c.want {
+				t.Errorf("%s(%s, %d): rows %s, want %s (version %d's); the rejected rows are %s", name, c.table, c.v, got, c.want, c.reads, c.stored)
+			}
+			if h.Version() != c.v || h.ContentVersion() != c.reads || !h.readOnly {
+				t.Errorf("%s(%s, %d): version %d, content version %d, read-only %v", name, c.table, c.v, h.Version(), h.ContentVersion(), h.readOnly)
+			}
+			if _, err := h.AppendRecord(ctx, kvBatch(0, 1)); err == nil {
+				t.Errorf("%s(%s, %d): a write through a time-travel handle succeeded", name, c.table, c.v)
+			}
+		}
+	}
+
+	// A pin on b's aborted version holds the version whose files it reads (v3: its
+	// deletion vector is not b v4's).
+	at, _ := db.OpenTableAt(ctx, "b", 4)
+	pin, err := at.Pin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holds, err := db.cat.Holds(ctx, "b")
+	if err != nil || len(holds) != 1 || holds[0].Version != 3 || pin.Version() != 3 {
+		t.Fatalf("pin of b v4: pinned v%d, holds %+v %v (want v3)", pin.Version(), holds, err)
+	}
+	if err := pin.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Later versions build past it; Versions reports it aborted, with v3's rows.
+	b := mustOpen(t, db, "b")
+	appendRange(t, b, 20, 21) // b v5
+	if got := fmt.Sprint(ids(t, mustOpenAt(t, db, "b", 5), "")); got != "[0 1 2 3 4 6 7 8 9 20]" {
+		t.Fatalf("b v5: %s", got)
+	}
+	vs, err := b.Versions(ctx)
+	if err != nil || len(vs) != 5 {
+		t.Fatalf("versions %+v %v", vs, err)
+	}
+	if v := vs[3]; !v.Aborted || v.Published || v.ContentVersion != 3 || v.Rows != 9 || vs[4].ContentVersion != 5 || vs[4].Aborted {
+		t.Fatalf("versions: %+v", vs)
+	}
+
+	// Once the version it reads as is expired, the aborted version reads as expired, and
+	// Versions says it reads as nothing.
+	m3, err := manifest.Load(ctx, db.Store(), "b", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := manifest.Expire(ctx, db.Store(), m3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.OpenTableAt(ctx, "b", 4); !errors.Is(err, manifest.ErrVersionExpired) {
+		t.Fatalf("b v4 over an expired v3: %v", err)
+	}
+	if vs, err := b.Versions(ctx); err != nil || len(vs) != 4 || vs[2].Version != 4 || vs[2].ContentVersion != 0 || !vs[2].Aborted {
+		t.Fatalf("versions after v3 expired: %+v %v", vs, err)
+	}
+}
+
+func mustOpenAt(t *testing.T, db *DB, name string, v uint64) *Table {
+	t.Helper()
+	tbl, err := db.OpenTableAt(context.Background(), name, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl
+}

@@ -26,11 +26,13 @@ type Pin struct {
 	v     uint64
 }
 
-// Pin holds t.Version() until Release. After the hold is stored it checks that the
-// version's manifest still exists, so once Pin returns, GC cannot expire the version
-// nor delete a file it references (a GC that had already decided to expire it keeps
-// its files, because GC re-reads the holds after expiring manifests and before deleting
-// files).
+// Pin holds t.ContentVersion() until Release: t.Version(), or, for a handle on a prepared
+// version of an aborted multi-table group, the version whose content it reads (that
+// version's files are the ones the handle needs, and holding it keeps every version
+// above it too). After the hold is stored it checks that the version's manifest still
+// exists, so once Pin returns, GC cannot expire the version nor delete a file it
+// references (a GC that had already decided to expire it keeps its files, because GC
+// re-reads the holds after expiring manifests and before deleting files).
 //
 // A reader that wants to time-travel to an old version V should Checkout(V), Pin the
 // returned handle, and only then scan: Checkout alone does not stop a GC running
@@ -44,7 +46,7 @@ func (t *Table) Pin(ctx context.Context) (*Pin, error) {
 	if t.db.cat == nil {
 		return nil, fmt.Errorf("table %q: pin version %d: %w", t.name, t.Version(), ErrNoCatalog)
 	}
-	v := t.Version()
+	v := t.ContentVersion()
 	id := "pin-" + manifest.NewTransactionID()
 	h, err := t.db.cat.AcquireHold(ctx, catalog.Hold{ID: id, Table: t.name, Kind: HoldKindPin, Version: v}, 0)
 	if err != nil {

@@ -28,6 +28,11 @@ func (t *Table) Name() string { return t.name }
 // Version is the version this handle reads.
 func (t *Table) Version() uint64 { return t.m.Version }
 
+// ContentVersion is the version whose content the handle reads: Version, except for a
+// prepared version of an aborted multi-table group, which counts as empty and reads as
+// the nearest version below it that counts (manifest.Manifest.ContentVersion).
+func (t *Table) ContentVersion() uint64 { return t.m.ContentVersion() }
+
 // Manifest is the manifest of the version this handle reads.
 func (t *Table) Manifest() *manifest.Manifest { return t.m }
 
@@ -44,10 +49,11 @@ func (t *Table) Refresh(ctx context.Context) error {
 	return nil
 }
 
-// Checkout returns a read-only handle at version v (time travel). Errors:
-// manifest.ErrVersionNotFound.
+// Checkout returns a read-only handle at version v (time travel). A prepared version of an
+// aborted multi-table group reads as the nearest version below it that counts (see
+// DB.OpenTableAt). Errors: manifest.ErrVersionNotFound.
 func (t *Table) Checkout(ctx context.Context, v uint64) (*Table, error) {
-	m, err := manifest.Load(ctx, t.db.store, t.name, v)
+	m, err := t.db.loadAt(ctx, t.name, v)
 	if err != nil {
 		return nil, err
 	}
@@ -61,17 +67,24 @@ type VersionInfo struct {
 	Transaction string
 	ReadVersion uint64
 	Time        time.Time // when the version was committed (older manifests: when its transaction was planned)
-	Rows        int64     // live rows
-	Fragments   int
-	Published   bool // at or below the published version (and not aborted)
+	// Rows (live) and Fragments are what reading the version gives: those of
+	// ContentVersion.
+	Rows      int64
+	Fragments int
+	Published bool // at or below the published version (and not aborted)
 	// Group is the multi-table transaction the version belongs to ("" = none); Aborted
-	// says that group aborted, so the version counts as empty.
-	Group   string
-	Aborted bool
+	// says that group aborted, so the version counts as empty and reads as ContentVersion,
+	// the nearest version below it that counts (0: that version expired, so this one
+	// can no longer be read). ContentVersion is Version for every other version.
+	Group          string
+	Aborted        bool
+	ContentVersion uint64
 }
 
 // Versions lists every version still readable, ascending (one LIST plus one GET per
-// version number, expired ones included).
+// version number, expired ones included). A prepared version of an aborted multi-table
+// group is listed with Aborted set and the rows of the version it reads as. A pending
+// group is not waited for: its versions are listed unpublished and not aborted.
 func (t *Table) Versions(ctx context.Context) ([]VersionInfo, error) {
 	vs, err := manifest.Versions(ctx, t.db.store, t.name)
 	if err != nil {
@@ -95,7 +108,7 @@ func (t *Table) Versions(ctx context.Context) ([]VersionInfo, error) {
 		info := VersionInfo{
 			Version: v, Operation: m.Txn.Op.Kind, Transaction: m.Txn.ID, ReadVersion: m.Txn.ReadVersion,
 			Time: time.Unix(0, commitTime(m)).UTC(), Rows: m.LiveRows(), Fragments: len(m.Fragments),
-			Published: t.db.cat == nil || v <= published,
+			Published: t.db.cat == nil || v <= published, ContentVersion: v,
 		}
 		if g := m.Txn.Op.Group; g != nil && t.db.cat != nil {
 			info.Group = g.ID
@@ -105,6 +118,15 @@ func (t *Table) Versions(ctx context.Context) ([]VersionInfo, error) {
 			}
 			info.Aborted = st == catalog.GroupAborted
 			info.Published = info.Published && !info.Aborted
+		}
+		if info.Aborted {
+			// It reads as the version below it (itself resolved the same way), unless
+			// that one is gone.
+			info.ContentVersion, info.Rows, info.Fragments = 0, 0, 0
+			if n := len(out); n > 0 && out[n-1].Version == v-1 {
+				prev := out[n-1]
+				info.ContentVersion, info.Rows, info.Fragments = prev.ContentVersion, prev.Rows, prev.Fragments
+			}
 		}
 		out = append(out, info)
 	}

@@ -13,8 +13,10 @@
 // manifest put (<table>/_txn/…), a local store's temp files (<root>/.shale-tmp/…), and
 // precondition-probe objects of a process that died opening the store (_probe/…). Files under a pending recovery sidecar's attempt
 // prefixes are never touched (recovery owns them); Run first resolves stale sidecars
-// with recovery.Recover, which collects their outputs. Sidecars and recovery claims are
-// not GC's. Keys GC does not recognise are kept and reported.
+// with recovery.Recover, which collects their outputs. Sidecars, and the claims of
+// sidecars that still exist, are not GC's; a claim whose sidecar is gone (its recovery
+// died between deleting the sidecar and releasing the claim) is deleted once older than
+// the claim TTL (recovery.OrphanClaims). Keys GC does not recognise are kept and reported.
 //
 // Leftovers of dropped tables (when Run covers every table): engine.DB.DropTable deletes
 // the catalog pointer, then the manifests, then the other objects, so a drop that died
@@ -50,5 +52,5 @@
 //  6. every table only: list the store, then for each manifest-less table prefix read
 //     the pointer, the holds, the pending sidecars and the manifests again, and delete
 //     its old objects (a table re-created meanwhile has a manifest or young files);
-//  7. old temp files and probe objects.
+//  7. old temp files, probe objects and orphaned recovery claims.
 package gc

@@ -171,7 +171,7 @@ func TestReportJSONNoNulls(t *testing.T) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"outcomes", "tables", "dropped_leftovers", "dropped_skipped", "temp_files", "store_files"} {
+	for _, k := range []string{"outcomes", "tables", "dropped_leftovers", "dropped_skipped", "temp_files", "store_files", "orphan_claims"} {
 		if _, ok := m[k].([]any); !ok {
 			t.Errorf("%s: %v, want a list", k, m[k])
 		}

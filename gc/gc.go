@@ -117,6 +117,12 @@ type Report struct {
 	// StoreFiles are store-wide leftovers deleted: precondition-probe objects
 	// (objstore.ProbeKeyPrefix) of a process that died while opening the store.
 	StoreFiles []File `json:"store_files"`
+	// OrphanClaims are recovery claims deleted (or, in a dry run, deletable) whose
+	// sidecar is gone, left by a recovery that died between deleting the sidecar and
+	// releasing its claim (recovery.OrphanClaims); OrphanClaimsKept counts such claims
+	// kept as younger than the claim TTL.
+	OrphanClaims     []File `json:"orphan_claims"`
+	OrphanClaimsKept int    `json:"orphan_claims_kept"`
 }
 
 // MarshalJSON encodes r with [] for every empty list.
@@ -129,6 +135,7 @@ func (r Report) MarshalJSON() ([]byte, error) {
 	p.DroppedSkipped = orEmpty(p.DroppedSkipped)
 	p.TempFiles = orEmpty(p.TempFiles)
 	p.StoreFiles = orEmpty(p.StoreFiles)
+	p.OrphanClaims = orEmpty(p.OrphanClaims)
 	return json.Marshal(p)
 }
 
@@ -211,6 +218,9 @@ func RunWithRecover(ctx context.Context, s objstore.Store, cat *catalog.Catalog,
 		return rep, fmt.Errorf("%w: %w", ErrGC, err)
 	}
 	if err := collectProbes(ctx, s, p, &rep); err != nil {
+		return rep, fmt.Errorf("%w: %w", ErrGC, err)
+	}
+	if err := collectClaims(ctx, s, p, ro.ClaimTTL, &rep); err != nil {
 		return rep, fmt.Errorf("%w: %w", ErrGC, err)
 	}
 	if err := seamBeforeDone.Inject(ctx); err != nil {
@@ -653,6 +663,27 @@ func collectProbes(ctx context.Context, s objstore.Store, p Policy, rep *Report)
 			}
 		}
 		rep.StoreFiles = append(rep.StoreFiles, File{Key: o.Key, Bytes: o.Size, Class: Garbage})
+	}
+	return nil
+}
+
+// collectClaims deletes recovery claims whose sidecar is gone, once older than the claim
+// TTL (recovery.OrphanClaims, which says why deleting a claim never risks data). The TTL,
+// not the grace period, decides: a claim is not data, and its owner, if alive, releases
+// it moments after deleting the sidecar.
+func collectClaims(ctx context.Context, s objstore.Store, p Policy, ttl time.Duration, rep *Report) error {
+	orphans, young, err := recovery.OrphanClaims(ctx, s, ttl)
+	if err != nil {
+		return err
+	}
+	rep.OrphanClaimsKept = young
+	for _, o := range orphans {
+		if !p.DryRun {
+			if err := s.Delete(ctx, o.Key); err != nil {
+				return fmt.Errorf("delete orphaned recovery claim %s: %w", o.Key, err)
+			}
+		}
+		rep.OrphanClaims = append(rep.OrphanClaims, File{Key: o.Key, Bytes: o.Size, Class: Garbage})
 	}
 	return nil
 }

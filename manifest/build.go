@@ -23,7 +23,7 @@ func Build(table string, parent *Manifest, txn Transaction) (*Manifest, error) {
 			return nil, fmt.Errorf("table %q already exists", table)
 		}
 		m = parent.clone()
-		m.checksum = 0
+		m.checksum, m.content = 0, 0
 	}
 	m.Version++
 	m.TxnKey = TxnKey(table, m.Version, txn.ID)

@@ -515,13 +515,17 @@ func expiredConflict(table string, txn Transaction, v uint64) error {
 
 // LoadCounted returns the content that counts at version v: v's manifest, or, when v is a
 // prepared version of an aborted multi-table group (r decides; nil counts every version),
-// the content of the nearest version below it that counts, under v's number. Time travel
-// to such a version reads as its parent. Errors: Load's (ErrVersionExpired when the
-// content would come from an expired version), group resolution errors.
+// the content of the nearest version below it that counts, under v's number (its
+// ContentVersion says which). Time travel to such a version reads as its parent. Errors:
+// Load's (ErrVersionExpired when the content would come from an expired version), group
+// resolution errors.
 func LoadCounted(ctx context.Context, s objstore.Store, table string, v uint64, r GroupResolver) (*Manifest, error) {
 	for u := v; u > 0; u-- {
 		m, err := Load(ctx, s, table, u)
 		if err != nil {
+			if u != v {
+				return nil, fmt.Errorf("table %q version %d belongs to an aborted multi-table transaction and reads as version %d: %w", table, v, u, err)
+			}
 			return nil, err
 		}
 		aborted, err := abortedGroupMember(ctx, r, m)

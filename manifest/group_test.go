@@ -47,7 +47,19 @@ func TestAbortedGroupVersionsCountAsEmpty(t *testing.T) {
 	// A HEAD that is itself an aborted member: CatchUp keeps the content below it.
 	v5 := prep(head, "gone", 7)
 	at, err := CatchUp(ctx, s, "t", head, groups)
-	if err != nil || at.Version != v5.Version || at.LiveRows() != 11 {
-		t.Fatalf("CatchUp over an aborted HEAD: v%d, %d rows, %v", at.Version, at.LiveRows(), err)
+	if err != nil || at.Version != v5.Version || at.LiveRows() != 11 || at.ContentVersion() != 4 {
+		t.Fatalf("CatchUp over an aborted HEAD: v%d, %d rows, content v%d, %v", at.Version, at.LiveRows(), at.ContentVersion(), err)
+	}
+	// Time travel: an aborted member reads as the version below it that counts; a version
+	// built on a renumbered one carries its own content.
+	for v, want := range map[uint64]uint64{2: 1, 3: 3, 5: 4} {
+		m, err := LoadCounted(ctx, s, "t", v, groups)
+		if err != nil || m.Version != v || m.ContentVersion() != want {
+			t.Fatalf("LoadCounted(%d): %+v %v, want content version %d", v, m, err, want)
+		}
+	}
+	v6, _, err := Commit(ctx, s, "t", at, NewTransaction(at.Version, Operation{Kind: OpAppend, NewFragments: []Fragment{frag(1)}}), CommitOptions{Groups: groups})
+	if err != nil || v6.Version != 6 || v6.ContentVersion() != 6 || v6.LiveRows() != 12 {
+		t.Fatalf("built on a renumbered parent: %+v %v", v6, err)
 	}
 }

@@ -41,6 +41,9 @@ type Manifest struct {
 	Committed int64 `cbor:",omitempty"`
 
 	checksum uint32 // CRC32C of the object this manifest was decoded from (not encoded)
+	// content is the version whose content this manifest carries when it was renumbered
+	// (0: its own; not encoded).
+	content uint64
 }
 
 // IdempotencyRecord is one remembered keyed write.
@@ -88,6 +91,19 @@ func (m *Manifest) IdempotencyVersion(key string) (IdempotencyRecord, bool) {
 // Checksum is the CRC32C of the stored object this manifest was read from (0 for a
 // manifest built in memory and not yet read back).
 func (m *Manifest) Checksum() uint32 { return m.checksum }
+
+// ContentVersion is the version whose content m carries: m.Version, except when m stands
+// for a prepared version of an aborted multi-table group (as LoadCounted, LoadLatest,
+// CatchUp and the commit loop return one): such a version counts as empty, so m is the
+// content of the nearest version below it that counts, under the aborted version's
+// number. Its files are that version's, so a reader that must keep them (a pin) holds
+// ContentVersion, not Version.
+func (m *Manifest) ContentVersion() uint64 {
+	if m.content != 0 {
+		return m.content
+	}
+	return m.Version
+}
 
 // Fragment is a set of rows: one or more data files holding the same rows and disjoint
 // columns, plus an optional deletion vector. Row offsets run 0..PhysicalRows-1; a row's
@@ -187,6 +203,7 @@ func (m *Manifest) clone() *Manifest {
 // keeps its parent's content).
 func (m *Manifest) renumbered(v uint64) *Manifest {
 	c := m.clone()
+	c.content = m.ContentVersion()
 	c.Version = v
 	c.checksum = 0
 	return c

@@ -145,7 +145,10 @@ func Pending(ctx context.Context, s objstore.Store, table string) ([]string, err
 // writers and with itself (the claim makes one of two racing recoveries act; the other
 // reports SkippedClaimed or Gone). With a catalog, a sidecar whose operation holds a live
 // hold (catalog.HoldExists(table, operation id)) is skipped whatever its age
-// (SkippedLive); sidecars younger than Options.MinAge are skipped (SkippedYoung).
+// (SkippedLive); sidecars younger than Options.MinAge are skipped (SkippedYoung). A claim
+// whose sidecar is gone (its recovery died before releasing it) blocks nothing, since
+// only listed sidecars are claimed; Recover leaves it to garbage collection
+// (OrphanClaims).
 //
 // Errors: listing failures are returned; a failure on one sidecar is recorded in its
 // Outcome (Action Failed, the sidecar kept) and joined into the returned error, and the

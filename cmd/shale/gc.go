@@ -10,6 +10,7 @@ import (
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/gc"
 	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/recovery"
 )
 
 // minSafeGrace is the shortest --grace allowed while writers may run: twice the age at
@@ -34,7 +35,8 @@ A version is kept if it is among the --keep-last newest, or was written less tha
 running operation or a pinned reader (their holds in the catalog, in any process).
 Then data files, deletion vectors and transaction records that no retained version
 needs (abandoned imports and compaction attempts, losing commit attempts, expired
-versions' records) and local temp files are deleted once older than --grace; files a
+versions' records) and local temp files are deleted once older than --grace, and
+recovery claims whose sidecar is gone once older than ` + recovery.DefaultClaimTTL.String() + `; files a
 pending recovery sidecar names are left to recovery, and stale sidecars are resolved
 first (as shale recover does). --dry-run prints what would go and deletes nothing.
 Before deleting the files of a transaction that has not committed, gc commits an abort
@@ -183,6 +185,12 @@ func (a *app) printGC(rep gc.Report, grace time.Duration) {
 	}
 	for _, f := range rep.StoreFiles {
 		a.printf("%s %s (%s: a probe object left by a process that died opening the store)\n", strings.ToLower(verb), f.Key, humanBytes(f.Bytes))
+	}
+	for _, f := range rep.OrphanClaims {
+		a.printf("%s %s (%s: a recovery claim whose sidecar is gone, left by a recovery that died)\n", strings.ToLower(verb), f.Key, humanBytes(f.Bytes))
+	}
+	if n := rep.OrphanClaimsKept; n > 0 {
+		a.printf("kept %d recovery claim(s) whose sidecar is gone, younger than %s\n", n, recovery.DefaultClaimTTL)
 	}
 	if len(rep.Tables) == 0 {
 		a.printf("No tables\n")

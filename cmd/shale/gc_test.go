@@ -124,6 +124,10 @@ func TestGCDroppedLeftoversJSON(t *testing.T) {
 	old, young := "gone/data/RACEDDROP.arrow", "gone/data/YOUNG.arrow"
 	plant(old, 2*time.Hour)
 	plant(young, time.Minute)
+	// Recovery claims whose sidecar is gone: an old one is collected, a young one kept.
+	oldClaim, youngClaim := "_recovery/01DEADRECOVERY.claim", "_recovery/01JUSTRELEASING.claim"
+	plant(oldClaim, time.Hour)
+	plant(youngClaim, 0)
 	liveRows := e.ok("query", "live", "--format", "csv")
 
 	out := e.ok("gc", "--json")
@@ -136,8 +140,12 @@ func TestGCDroppedLeftoversJSON(t *testing.T) {
 			Key   string `json:"key"`
 			Bytes int64  `json:"bytes"`
 		} `json:"dropped_leftovers"`
-		DroppedKept int `json:"dropped_kept"`
-		Tables      []struct {
+		DroppedKept  int `json:"dropped_kept"`
+		OrphanClaims []struct {
+			Key string `json:"key"`
+		} `json:"orphan_claims"`
+		OrphanClaimsKept int `json:"orphan_claims_kept"`
+		Tables           []struct {
 			Table   string            `json:"table"`
 			Deleted []json.RawMessage `json:"deleted"`
 			Expired []uint64          `json:"expired"`
@@ -154,18 +162,30 @@ func TestGCDroppedLeftoversJSON(t *testing.T) {
 	if len(rep.Tables) != 1 || rep.Tables[0].Table != "live" || rep.Tables[0].Deleted == nil || rep.Tables[0].Holds == nil || len(rep.Tables[0].Deleted) != 0 {
 		t.Fatalf("tables in shale gc --json:\n%s", out)
 	}
-	if _, err := os.Stat(filepath.Join(store, old)); !os.IsNotExist(err) {
-		t.Fatalf("%s still there: %v", old, err)
+	if len(rep.OrphanClaims) != 1 || rep.OrphanClaims[0].Key != oldClaim || rep.OrphanClaimsKept != 1 {
+		t.Fatalf("orphaned claims in shale gc --json:\n%s", out)
 	}
-	if _, err := os.Stat(filepath.Join(store, young)); err != nil {
-		t.Fatalf("young leftover %s deleted: %v", young, err)
+	for _, k := range []string{old, oldClaim} {
+		if _, err := os.Stat(filepath.Join(store, k)); !os.IsNotExist(err) {
+			t.Fatalf("%s still there: %v", k, err)
+		}
+	}
+	for _, k := range []string{young, youngClaim} {
+		if _, err := os.Stat(filepath.Join(store, k)); err != nil {
+			t.Fatalf("young %s deleted: %v", k, err)
+		}
 	}
 	if got := e.ok("query", "live", "--format", "csv"); got != liveRows {
 		t.Fatalf("live rows changed by gc:\n%s\nwant\n%s", got, liveRows)
 	}
 	text := e.ok("gc", "--dry-run")
-	if !strings.Contains(text, "dropped tables' leftovers: would delete 0") || !strings.Contains(text, "kept 1") {
+	if !strings.Contains(text, "dropped tables' leftovers: would delete 0") || !strings.Contains(text, "kept 1") ||
+		!strings.Contains(text, "kept 1 recovery claim(s) whose sidecar is gone") {
 		t.Fatalf("shale gc --dry-run:\n%s", text)
+	}
+	plant(youngClaim, time.Hour)
+	if text := e.ok("gc"); !strings.Contains(text, "deleted "+youngClaim) || !strings.Contains(text, "a recovery claim whose sidecar is gone") {
+		t.Fatalf("shale gc:\n%s", text)
 	}
 }
 

@@ -9,8 +9,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/spf13/cobra"
 
-	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/internal/fragment"
+	"github.com/shale-db/shale/manifest"
 )
 
 // inspection is what `inspect` reports about one version (also its JSON form).
@@ -27,6 +27,10 @@ type inspection struct {
 	DataBytes   int64             `json:"data_bytes"`
 	Fragments   []fragmentJSON    `json:"fragments"`
 	Columns     []columnStatsJSON `json:"column_statistics"`
+	// Aborted: the version was prepared by a multi-table transaction that aborted. It is
+	// shown as stored, but counts as empty: reading it gives version ReadsAs.
+	Aborted bool   `json:"aborted,omitempty"`
+	ReadsAs uint64 `json:"reads_as,omitempty"`
 }
 
 type txnJSON struct {
@@ -97,7 +101,18 @@ data files (null count, min, max; statistics ignore deletions). --json dumps it 
 			if err != nil {
 				return err
 			}
-			in := inspect(t)
+			m := t.Manifest()
+			if c := t.ContentVersion(); c != t.Version() {
+				// A prepared version of an aborted multi-table transaction reads as
+				// version c; inspect shows the manifest stored under its number.
+				if m, err = manifest.Load(cmd.Context(), a.db.Store(), t.Name(), t.Version()); err != nil {
+					return err
+				}
+			}
+			in := inspect(m)
+			if c := t.ContentVersion(); c != t.Version() {
+				in.Aborted, in.ReadsAs = true, c
+			}
 			if db := a.db; db.Catalog() != nil {
 				if p, _, err := db.Catalog().Get(cmd.Context(), t.Name()); err == nil {
 					in.Published = p.Version
@@ -114,12 +129,11 @@ data files (null count, min, max; statistics ignore deletions). --json dumps it 
 	return cmd
 }
 
-// inspect summarizes a table handle's manifest (no I/O).
-func inspect(t *engine.Table) *inspection {
-	m := t.Manifest()
-	schema := t.Schema()
+// inspect summarizes a manifest (no I/O).
+func inspect(m *manifest.Manifest) *inspection {
+	schema := m.Schema.MustArrow()
 	in := &inspection{
-		Table: t.Name(), Version: m.Version, ManifestKey: m.Key(), Checksum: fmt.Sprintf("%08x", m.Checksum()),
+		Table: m.Table, Version: m.Version, ManifestKey: m.Key(), Checksum: fmt.Sprintf("%08x", m.Checksum()),
 		Transaction: txnJSON{ID: m.Txn.ID, Operation: string(m.Txn.Op.Kind), ReadVersion: m.Txn.ReadVersion,
 			Time: time.Unix(0, m.Txn.Timestamp).UTC(), Predicate: m.Txn.Op.Predicate, Key: m.TxnKey},
 		Config:    m.Config,
@@ -227,7 +241,14 @@ func (a *app) printInspection(in *inspection) {
 	case in.Published == in.Version:
 		pub = "the published version"
 	}
+	if in.Aborted {
+		pub = "aborted"
+	}
 	a.printf("Table %s, version %d (%s)\n", in.Table, in.Version, pub)
+	if in.Aborted {
+		a.printf("  note         prepared by a multi-table transaction that aborted: it counts as empty and\n")
+		a.printf("               reads as version %d; shown below as stored\n", in.ReadsAs)
+	}
 	a.printf("  manifest     %s (crc32c %s)\n", in.ManifestKey, in.Checksum)
 	tx := in.Transaction
 	a.printf("  transaction  %s %s, read version %d, %s\n", tx.Operation, tx.ID, tx.ReadVersion, tx.Time.Format("2006-01-02 15:04:05 UTC"))

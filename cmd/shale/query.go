@@ -22,7 +22,9 @@ func (a *app) queryCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "query TABLE",
 		Short: "Print the rows of a table that match a WHERE expression",
-		Long: `Print rows of a table at its published version (or --version N).
+		Long: `Print rows of a table at its published version (or --version N). A version
+prepared by a multi-table transaction that aborted counts as empty: it reads as the
+version below it, and a note on stderr says so.
 
 --where takes a SQL WHERE expression: comparisons, AND/OR/NOT, IN, BETWEEN, LIKE,
 IS [NOT] NULL; strings in single quotes; timestamps and dates as 'YYYY-MM-DD[ hh:mm:ss]'.
@@ -108,6 +110,10 @@ func versionNotFound(ctx context.Context, db *engine.DB, name string, v uint64, 
 	switch {
 	case errors.Is(herr, manifest.ErrTableNotFound):
 		return herr
+	case errors.Is(err, manifest.ErrVersionExpired) && errors.As(err, &oe) && oe.Version != v:
+		// v is a prepared version of an aborted multi-table transaction; the version it
+		// reads as expired.
+		return fmt.Errorf("table %q version %d belongs to an aborted multi-table transaction and reads as version %d: %w", name, v, oe.Version, oe.Err)
 	case errors.Is(err, manifest.ErrVersionExpired) && errors.As(err, &oe):
 		return fmt.Errorf("table %q version %d: %w", name, v, oe.Err)
 	case herr == nil && v > head:
@@ -132,6 +138,10 @@ func (a *app) query(ctx context.Context, name string, v *uint64, opts engine.Sca
 		return err
 	}
 	defer pin.Release(ctx)
+	if c := t.ContentVersion(); c != t.Version() {
+		// On stderr, so that csv, json and arrow output stay clean.
+		fmt.Fprintf(a.stderr, "note: version %d belongs to an aborted multi-table transaction; it counts as empty and reads as version %d\n", t.Version(), c)
+	}
 	sc, err := t.Scan(ctx, opts)
 	if err != nil {
 		return err

@@ -19,6 +19,13 @@ type versionJSON struct {
 	Rows        int64     `json:"rows"`
 	Fragments   int       `json:"fragments"`
 	Published   bool      `json:"published"`
+	// Group is the multi-table transaction of the version ("" = none); Aborted says it
+	// aborted, so the version counts as empty. ReadsAs is the version whose content
+	// reading this one gives: itself, or for an aborted one the nearest version below it
+	// that counts (0: that version expired).
+	Group   string `json:"group,omitempty"`
+	Aborted bool   `json:"aborted"`
+	ReadsAs uint64 `json:"reads_as"`
 }
 
 func (a *app) versionsCommand() *cobra.Command {
@@ -27,7 +34,9 @@ func (a *app) versionsCommand() *cobra.Command {
 		Short: "List a table's versions",
 		Long: `List every version of a table still in the store, oldest first: the operation
 that made it, when, the live rows and fragments it holds, and whether it is published
-(at or below the version readers are directed to).`,
+(at or below the version readers are directed to). A version prepared by a multi-table
+transaction that aborted is shown as aborted: it counts as empty, reads as the version
+below it, and its rows and fragments are that version's.`,
 		Args: exactArgs("TABLE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			t, err := a.openTable(cmd.Context(), args[0])
@@ -41,7 +50,8 @@ that made it, when, the live rows and fragments it holds, and whether it is publ
 			if a.jsonOut {
 				out := make([]versionJSON, len(vs))
 				for i, v := range vs {
-					out[i] = versionJSON{v.Version, string(v.Operation), v.Transaction, v.ReadVersion, v.Time, v.Rows, v.Fragments, v.Published}
+					out[i] = versionJSON{v.Version, string(v.Operation), v.Transaction, v.ReadVersion, v.Time, v.Rows, v.Fragments, v.Published,
+						v.Group, v.Aborted, v.ContentVersion}
 				}
 				return a.printJSON(out)
 			}
@@ -55,7 +65,12 @@ func (a *app) printVersions(vs []engine.VersionInfo) {
 	rows := [][]string{{"VERSION", "OPERATION", "TIME (UTC)", "ROWS", "FRAGMENTS", "PUBLISHED", "TRANSACTION"}}
 	for _, v := range vs {
 		pub := "yes"
-		if !v.Published {
+		switch {
+		case v.Aborted && v.ContentVersion != 0:
+			pub = fmt.Sprintf("aborted (reads as v%d)", v.ContentVersion)
+		case v.Aborted:
+			pub = "aborted"
+		case !v.Published:
 			pub = "no"
 		}
 		rows = append(rows, []string{fmt.Sprint(v.Version), string(v.Operation), v.Time.Format("2006-01-02 15:04:05"),
