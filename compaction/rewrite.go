@@ -155,7 +155,9 @@ func (r *rewriter) readGroup(ctx context.Context, g Group, out chan<- arrow.Reco
 	return nil
 }
 
-// readFragment passes f's live rows to emit, which takes ownership of each batch.
+// readFragment passes f's live rows to emit, which takes ownership of each batch. The data
+// file must match the table schema (fragment.FileReader.CheckSchema). Errors name the
+// table, version and object (*manifest.ObjectError): fragment.ErrCorrupt, store errors.
 func (r *rewriter) readFragment(ctx context.Context, f *manifest.Fragment, emit func(arrow.RecordBatch) error, res *groupResult) error {
 	if len(f.Files) != 1 {
 		return fmt.Errorf("table %q version %d: fragment %d has %d data files; compaction reads one per fragment", r.m.Table, r.m.Version, f.ID, len(f.Files))
@@ -191,6 +193,9 @@ func (r *rewriter) readFragment(ctx context.Context, f *manifest.Fragment, emit 
 		return r.objectError(df.Key, err)
 	}
 	defer rd.Close()
+	if err := rd.CheckSchema(r.schema, r.m.Schema.FieldIDs); err != nil {
+		return r.objectError(df.Key, err)
+	}
 	var start int64
 	for b := range rd.NumBatches() {
 		if err := ctx.Err(); err != nil {

@@ -184,6 +184,10 @@ func (t *Table) newScanState() *scanState {
 	return &scanState{t: t, frags: map[uint32]*fragmentState{}}
 }
 
+// fragment opens f's data file (checked against the table schema: a column whose type
+// differs from the schema field of its field id is a corrupt file) and reads its deletion
+// vector, once per scan. Errors name the table, version and object (*manifest.ObjectError):
+// fragment.ErrCorrupt, store errors.
 func (s *scanState) fragment(ctx context.Context, f *manifest.Fragment) (*fragmentState, error) {
 	s.mu.Lock()
 	st, ok := s.frags[f.ID]
@@ -197,6 +201,10 @@ func (s *scanState) fragment(ctx context.Context, f *manifest.Fragment) (*fragme
 		st.rd, st.err = fragment.OpenFile(ctx, db.store, f.Files[0], db.opts.Allocator)
 		if st.err != nil {
 			st.err = s.t.dataError(f.Files[0].Key, st.err)
+			return
+		}
+		if err := st.rd.CheckSchema(s.t.Schema(), s.t.m.Schema.FieldIDs); err != nil {
+			st.err = s.t.dataError(f.Files[0].Key, err)
 			return
 		}
 		if f.Deletion != nil {
