@@ -15,8 +15,13 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/shale-db/shale/internal/failpoint"
 	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/internal/panics"
 )
+
+// seamReadBatch is hit at the start of every ReadBatch (tests inject a panic there).
+var seamReadBatch = failpoint.Seam("fragment.read_batch")
 
 // TailReadSize is how many bytes at the end of a data file OpenFile fetches in its first
 // request. The footer of a file with a few dozen columns and batches fits in far less; a
@@ -61,17 +66,30 @@ type FileReader struct {
 // counts add up to df.Rows (each batch's own count is checked by ReadBatch). To check
 // the columns' types against a table schema, call CheckSchema.
 // Errors: *CorruptError wrapping ErrCorrupt (naming df.Key) for a truncated, malformed or
-// mismatched file; *objstore.Error for store failures (ErrNotFound when the object is gone).
-func OpenFile(ctx context.Context, s objstore.Store, df DataFile, mem memory.Allocator) (*FileReader, error) {
+// mismatched file; *objstore.Error for store failures (ErrNotFound when the object is gone);
+// *panics.Error wrapping panics.ErrInternal (naming df.Key) for a panic while opening.
+func OpenFile(ctx context.Context, s objstore.Store, df DataFile, mem memory.Allocator) (_ *FileReader, err error) {
 	if mem == nil {
 		mem = memory.DefaultAllocator
 	}
 	r := &FileReader{ctx: ctx, store: s, df: df, mem: mem, projMsgs: map[string][]byte{}}
+	defer func() {
+		if v := recover(); v != nil {
+			err = panics.New("open data file", df.Key, v)
+			quietly(func() { r.Close() })
+		}
+	}()
 	if err := r.open(); err != nil {
 		r.Close()
 		return nil, err
 	}
 	return r, nil
+}
+
+// quietly runs f, ignoring a panic: cleanup after a recovered panic must not raise another.
+func quietly(f func()) {
+	defer func() { _ = recover() }()
+	f()
 }
 
 func (r *FileReader) corrupt(format string, args ...any) error {
@@ -322,8 +340,17 @@ func (r *FileReader) DataFile() DataFile { return r.df }
 //
 // Errors: an index out of range; *CorruptError wrapping ErrCorrupt (naming the key) for
 // bytes that do not decode or disagree with the DataFile; *objstore.Error for store
-// failures.
-func (r *FileReader) ReadBatch(i int, columns []int) (arrow.RecordBatch, error) {
+// failures; *panics.Error wrapping panics.ErrInternal (naming the key) for a panic while
+// reading.
+func (r *FileReader) ReadBatch(i int, columns []int) (_ arrow.RecordBatch, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = panics.New("read data file", r.df.Key, v)
+		}
+	}()
+	if err := seamReadBatch.Inject(r.ctx); err != nil {
+		return nil, err
+	}
 	if i < 0 || i >= len(r.blocks) {
 		return nil, fmt.Errorf("fragment: batch %d out of range [0,%d) in %s", i, len(r.blocks), r.df.Key)
 	}
@@ -333,10 +360,7 @@ func (r *FileReader) ReadBatch(i int, columns []int) (arrow.RecordBatch, error) 
 			return nil, fmt.Errorf("fragment: column %d out of range [0,%d) in %s", c, nf, r.df.Key)
 		}
 	}
-	var (
-		rec arrow.RecordBatch
-		err error
-	)
+	var rec arrow.RecordBatch
 	switch {
 	case !r.direct:
 		rec, err = r.readViaArrow(i)
