@@ -13,9 +13,18 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/shale-db/shale/internal/failpoint"
 	"github.com/shale-db/shale/internal/fragment"
 	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/internal/panics"
 	"github.com/shale-db/shale/manifest"
+)
+
+// Seams on the rewrite's two goroutines per group: the reader (hit per input batch, after
+// it is decoded) and the writer (hit per batch before it is encoded).
+var (
+	seamReadBatch  = failpoint.Seam("compaction.read_batch")
+	seamWriteBatch = failpoint.Seam("compaction.write_batch")
 )
 
 // rewriter streams the live rows of planned groups into new data files.
@@ -88,8 +97,9 @@ const readAhead = 2
 // batches, so one group keeps two cores busy. Row order is kept (one reader, one FIFO).
 // Memory: readAhead+2 input batches plus the writer's buffers. When either side fails the
 // other is stopped and every batch in flight is released before rewriteGroup returns.
-func (r *rewriter) rewriteGroup(ctx context.Context, g Group) (groupResult, error) {
-	var res groupResult
+// A panic on either side is an error wrapping panics.ErrInternal (engine.ErrInternal).
+func (r *rewriter) rewriteGroup(ctx context.Context, g Group) (res groupResult, err error) {
+	defer r.recoverPanic(&err, "rewrite", "")
 	w, err := fragment.NewWriter(ctx, r.store, r.dir, r.schema, r.m.Schema.FieldIDs, r.write)
 	if err != nil {
 		return res, err
@@ -106,7 +116,7 @@ func (r *rewriter) rewriteGroup(ctx context.Context, g Group) (groupResult, erro
 	var writeErr error
 	for rec := range batches {
 		if writeErr == nil {
-			if err := w.Write(rec); err != nil {
+			if err := r.writeBatch(w, rec); err != nil {
 				writeErr = fmt.Errorf("table %q: write compacted data files: %w", r.m.Table, err)
 				cancel() // stop the reader; the loop drains and releases what it sent
 			}
@@ -130,10 +140,41 @@ func (r *rewriter) rewriteGroup(ctx context.Context, g Group) (groupResult, erro
 	return res, nil
 }
 
+// writeBatch writes rec (which the caller keeps and releases) to w, turning a panic into
+// an error naming the directory written to.
+func (r *rewriter) writeBatch(w *fragment.Writer, rec arrow.RecordBatch) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = panics.New("write data files under", r.dir, v)
+		}
+	}()
+	if err := seamWriteBatch.Inject(context.Background()); err != nil {
+		return err
+	}
+	return w.Write(rec)
+}
+
+// recoverPanic, deferred directly by code on a compaction goroutine, turns a panic into
+// an error wrapping panics.ErrInternal that names the table, the read version and key (the
+// object being read; "" when none).
+func (r *rewriter) recoverPanic(errp *error, op, key string) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	err := panics.New(op, "", v)
+	if key != "" {
+		*errp = r.objectError(key, err)
+		return
+	}
+	*errp = fmt.Errorf("table %q version %d: compaction: %w", r.m.Table, r.m.Version, err)
+}
+
 // readGroup sends the live rows of g's fragments, in table order, to out (each batch a
 // reference the receiver releases), counting into res. It returns early with ctx's error
-// when ctx is cancelled.
-func (r *rewriter) readGroup(ctx context.Context, g Group, out chan<- arrow.RecordBatch, res *groupResult) error {
+// when ctx is cancelled. It runs on its own goroutine: a panic is returned as an error.
+func (r *rewriter) readGroup(ctx context.Context, g Group, out chan<- arrow.RecordBatch, res *groupResult) (err error) {
+	defer r.recoverPanic(&err, "read", "")
 	emit := func(rec arrow.RecordBatch) error {
 		select {
 		case out <- rec:
@@ -155,12 +196,16 @@ func (r *rewriter) readGroup(ctx context.Context, g Group, out chan<- arrow.Reco
 	return nil
 }
 
-// readFragment passes f's live rows to emit, which takes ownership of each batch.
-func (r *rewriter) readFragment(ctx context.Context, f *manifest.Fragment, emit func(arrow.RecordBatch) error, res *groupResult) error {
+// readFragment passes f's live rows to emit, which takes ownership of each batch. The data
+// file must match the table schema (fragment.FileReader.CheckSchema). Errors name the
+// table, version and object (*manifest.ObjectError): fragment.ErrCorrupt, store errors,
+// panics.ErrInternal for a panic.
+func (r *rewriter) readFragment(ctx context.Context, f *manifest.Fragment, emit func(arrow.RecordBatch) error, res *groupResult) (err error) {
 	if len(f.Files) != 1 {
 		return fmt.Errorf("table %q version %d: fragment %d has %d data files; compaction reads one per fragment", r.m.Table, r.m.Version, f.ID, len(f.Files))
 	}
 	df := f.Files[0]
+	defer r.recoverPanic(&err, "read", df.Key)
 	res.BytesRead += df.Size
 	var dv *roaring.Bitmap
 	if f.Deletion != nil {
@@ -191,6 +236,9 @@ func (r *rewriter) readFragment(ctx context.Context, f *manifest.Fragment, emit 
 		return r.objectError(df.Key, err)
 	}
 	defer rd.Close()
+	if err := rd.CheckSchema(r.schema, r.m.Schema.FieldIDs); err != nil {
+		return r.objectError(df.Key, err)
+	}
 	var start int64
 	for b := range rd.NumBatches() {
 		if err := ctx.Err(); err != nil {
@@ -199,6 +247,10 @@ func (r *rewriter) readFragment(ctx context.Context, f *manifest.Fragment, emit 
 		rec, err := rd.ReadBatch(b, fileCols)
 		if err != nil {
 			return r.objectError(df.Key, err)
+		}
+		if err := seamReadBatch.Inject(ctx); err != nil {
+			rec.Release()
+			return err
 		}
 		n := rec.NumRows()
 		named := r.relabel(rec, recCol)

@@ -1,6 +1,10 @@
 package engine
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/shale-db/shale/internal/panics"
+)
 
 var (
 	// ErrSchemaMismatch: appended records do not match the table schema.
@@ -17,4 +21,9 @@ var (
 	// ErrTableDropped: a write committed to a table that was dropped meanwhile; its
 	// version is not published (drop the table again to clear what it left).
 	ErrTableDropped = errors.New("table was dropped")
+	// ErrInternal: an operation panicked (a bug, in Shale or a library it calls) on a
+	// goroutine of a read or write path, and returns the panic as an error naming the
+	// table, version and object when known, with the first frames of the stack. The
+	// operation failed and committed nothing. Compaction's errors wrap the same value.
+	ErrInternal = panics.ErrInternal
 )

@@ -14,7 +14,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/shale-db/shale/engine/filter"
+	"github.com/shale-db/shale/internal/failpoint"
 	"github.com/shale-db/shale/internal/fragment"
+	"github.com/shale-db/shale/internal/panics"
 	"github.com/shale-db/shale/manifest"
 )
 
@@ -184,6 +186,10 @@ func (t *Table) newScanState() *scanState {
 	return &scanState{t: t, frags: map[uint32]*fragmentState{}}
 }
 
+// fragment opens f's data file (checked against the table schema: a column whose type
+// differs from the schema field of its field id is a corrupt file) and reads its deletion
+// vector, once per scan. Errors name the table, version and object (*manifest.ObjectError):
+// fragment.ErrCorrupt, store errors, ErrInternal for a panic.
 func (s *scanState) fragment(ctx context.Context, f *manifest.Fragment) (*fragmentState, error) {
 	s.mu.Lock()
 	st, ok := s.frags[f.ID]
@@ -193,10 +199,20 @@ func (s *scanState) fragment(ctx context.Context, f *manifest.Fragment) (*fragme
 	}
 	s.mu.Unlock()
 	st.once.Do(func() {
+		// A panic here would leave the Once done with neither a reader nor an error.
+		defer func() {
+			if v := recover(); v != nil {
+				st.err = s.t.dataError(f.Files[0].Key, panics.New("open", "", v))
+			}
+		}()
 		db := s.t.db
 		st.rd, st.err = fragment.OpenFile(ctx, db.store, f.Files[0], db.opts.Allocator)
 		if st.err != nil {
 			st.err = s.t.dataError(f.Files[0].Key, st.err)
+			return
+		}
+		if err := st.rd.CheckSchema(s.t.Schema(), s.t.m.Schema.FieldIDs); err != nil {
+			st.err = s.t.dataError(f.Files[0].Key, err)
 			return
 		}
 		if f.Deletion != nil {
@@ -224,10 +240,26 @@ func (t *Table) dataError(key string, err error) error {
 	return &manifest.ObjectError{Table: t.name, Version: t.m.Version, Key: key, Err: err}
 }
 
+// recoverTask, deferred directly by the code a scan goroutine runs for task, turns a
+// panic into an error wrapping ErrInternal that names the table, version and the task's
+// data file: a panic on a goroutine the engine started would otherwise end the process.
+func (p *scanPlan) recoverTask(errp *error, task batchTask) {
+	if v := recover(); v != nil {
+		*errp = p.t.dataError(task.frag.Files[task.fileIdx].Key, panics.New(fmt.Sprintf("batch %d", task.batch), "", v))
+	}
+}
+
+// seamReadBatch is hit by every batch a scan, count, delete or update reads, on the
+// goroutine that reads it.
+var seamReadBatch = failpoint.Seam("engine.read_batch")
+
 // readBatch reads task's batch with the columns of readCols (table schema indices) and
 // returns it in readCols order, plus the selection mask: rows not deleted and (with a
 // filter) matching it. A nil mask selects every row.
 func (p *scanPlan) readBatch(ctx context.Context, st *scanState, task batchTask) (arrow.RecordBatch, *array.Boolean, error) {
+	if err := seamReadBatch.Inject(ctx); err != nil {
+		return nil, nil, err
+	}
 	t := p.t
 	fs, err := st.fragment(ctx, task.frag)
 	if err != nil {
@@ -375,12 +407,18 @@ func (t *Table) Scan(ctx context.Context, opts ScanOptions) (*Scanner, error) {
 			}
 			go func(task batchTask) {
 				defer func() { <-sem }()
-				rec, err := p.produce(ctx, s.state, task)
+				rec, err := p.produceGuarded(ctx, s.state, task)
 				ch <- scanResult{rec, err}
 			}(task)
 		}
 	}()
 	return s, nil
+}
+
+// produceGuarded is produce on a scan goroutine: a panic becomes an error (recoverTask).
+func (p *scanPlan) produceGuarded(ctx context.Context, st *scanState, task batchTask) (_ arrow.RecordBatch, err error) {
+	defer p.recoverTask(&err, task)
+	return p.produce(ctx, st, task)
 }
 
 // produce reads one batch and returns its selected rows with the output columns.
@@ -514,7 +552,8 @@ func (t *Table) Count(ctx context.Context, where string) (int64, error) {
 
 // forEach reads every planned batch, ScanParallelism at a time and in no particular order,
 // and calls f with the batch (readCols order) and its selection mask (nil = all rows).
-// f may be called from several goroutines at once. The first error stops the rest.
+// f may be called from several goroutines at once. The first error stops the rest; a
+// panic in reading or in f is an error (recoverTask).
 func (p *scanPlan) forEach(ctx context.Context, st *scanState, f func(task batchTask, rec arrow.RecordBatch, mask *array.Boolean) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -532,18 +571,9 @@ func (p *scanPlan) forEach(ctx context.Context, st *scanState, f func(task batch
 		go func() {
 			defer wg.Done()
 			for task := range tasks {
-				rec, mask, err := p.readBatch(ctx, st, task)
-				if err != nil {
-					fail(err)
-					continue
-				}
-				if err := f(task, rec, mask); err != nil {
+				if err := p.visit(ctx, st, task, f); err != nil {
 					fail(err)
 				}
-				if mask != nil {
-					mask.Release()
-				}
-				rec.Release()
 			}
 		}()
 	}
@@ -561,6 +591,21 @@ feed:
 		return ctx.Err()
 	}
 	return firstErr
+}
+
+// visit reads task's batch and calls f with it (forEach's worker step), turning a panic
+// into an error.
+func (p *scanPlan) visit(ctx context.Context, st *scanState, task batchTask, f func(task batchTask, rec arrow.RecordBatch, mask *array.Boolean) error) (err error) {
+	defer p.recoverTask(&err, task)
+	rec, mask, err := p.readBatch(ctx, st, task)
+	if err != nil {
+		return err
+	}
+	defer rec.Release()
+	if mask != nil {
+		defer mask.Release()
+	}
+	return f(task, rec, mask)
 }
 
 func indexOf(ids []int32, id int32) int {

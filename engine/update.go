@@ -283,7 +283,7 @@ func (t *Table) markDeleted(ctx context.Context, st *scanState, hits map[uint32]
 // arrives (concurrently), then use on the results one at a time in table order. After the
 // first error no more batches are started; results produced anyway are passed to drop.
 // work gets the batch (readCols order) and its selection mask (nil = every row), both
-// released after it returns.
+// released after it returns. A panic in reading or in work is an error (recoverTask).
 func inTableOrder[R any](ctx context.Context, p *scanPlan, st *scanState,
 	work func(batchTask, arrow.RecordBatch, *array.Boolean) (R, error), use func(R) error, drop func(R)) error {
 	ctx, cancel := context.WithCancel(ctx)
@@ -312,17 +312,12 @@ func inTableOrder[R any](ctx context.Context, p *scanPlan, st *scanState,
 			}
 			go func(task batchTask) {
 				defer func() { <-sem }()
-				rec, mask, err := p.readBatch(ctx, st, task)
-				if err != nil {
-					ch <- result{err: err}
-					return
-				}
-				r, err := work(task, rec, mask)
-				rec.Release()
-				if mask != nil {
-					mask.Release()
-				}
-				ch <- result{r, err}
+				var res result
+				res.err = p.visit(ctx, st, task, func(task batchTask, rec arrow.RecordBatch, mask *array.Boolean) (err error) {
+					res.r, err = work(task, rec, mask)
+					return err
+				})
+				ch <- res
 			}(task)
 		}
 	}()

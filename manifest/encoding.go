@@ -7,6 +7,8 @@ import (
 	"hash/crc32"
 
 	"github.com/fxamacker/cbor/v2"
+
+	"github.com/shale-db/shale/internal/fragment"
 )
 
 // Encoded objects are framed as
@@ -34,8 +36,10 @@ var (
 )
 
 var (
-	// ErrCorrupt: a stored object failed its checksum or could not be decoded.
-	ErrCorrupt = errors.New("corrupt object")
+	// ErrCorrupt: a stored object failed its checksum or could not be decoded. It is the
+	// same value as the data file reader's sentinel, so a caller outside this module can
+	// also tell a corrupt data file or deletion vector (errors.Is(err, ErrCorrupt)).
+	ErrCorrupt = fragment.ErrCorrupt
 	// ErrFormatTooNew: a stored object was written by a newer format than this build reads.
 	ErrFormatTooNew = errors.New("object format is newer than this build supports")
 )

@@ -98,8 +98,9 @@ func (v *verifier) firstRead(m *manifest.Manifest, key, desc string) bool {
 }
 
 // readDataFile opens df and reads every record batch: OpenFile checks the footer CRC32C,
-// the field ids and the batch count against the description, each ReadBatch the batch's
-// CRC32C; the rows read must add up to df.Rows.
+// the field ids and the batch count against the description, CheckSchema each column's
+// type against m's schema field of the same field id, each ReadBatch the batch's CRC32C;
+// the rows read must add up to df.Rows.
 func (v *verifier) readDataFile(ctx context.Context, m *manifest.Manifest, df fragment.DataFile) {
 	desc := fmt.Sprintf("%d bytes, %d rows, footer %08x", df.Size, df.Rows, df.FooterCRC32C)
 	if !v.firstRead(m, df.Key, desc) {
@@ -114,6 +115,14 @@ func (v *verifier) readDataFile(ctx context.Context, m *manifest.Manifest, df fr
 		return
 	}
 	defer r.Close()
+	schema, err := m.Schema.Arrow()
+	if err != nil {
+		v.rep.fault(m.Table, m.Version, m.Key(), "schema does not decode", err)
+	} else if err := r.CheckSchema(schema, m.Schema.FieldIDs); err != nil {
+		v.objectFault(m.Table, m.Version, df.Key, "data file", err)
+		v.storedSize(ctx, df.Key, df.Size, n)
+		return
+	}
 	var rows int64
 	for i := 0; i < r.NumBatches(); i++ {
 		rec, err := r.ReadBatch(i, nil)

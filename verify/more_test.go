@@ -2,12 +2,17 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/shale-db/shale/engine/enginetest"
+	"github.com/shale-db/shale/internal/fragment"
 	"github.com/shale-db/shale/internal/storetest"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
@@ -177,5 +182,37 @@ func TestAllReportsPointerWithoutVersions(t *testing.T) {
 	}
 	if rep.OK() || !strings.Contains(faultList(rep), "no versions") {
 		t.Fatalf("All over a pointer without versions: faults:\n%s", faultList(rep))
+	}
+}
+
+// TestMistypedDataFile: a data file whose column has another type than the schema field
+// of the same field id is a fault naming the file, classed as corruption, even though
+// the file itself decodes.
+func TestMistypedDataFile(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, storetest.Mem(t))
+	bad := arrow.NewSchema([]arrow.Field{
+		{Name: "a", Type: arrow.BinaryTypes.String},
+		{Name: "b", Type: arrow.BinaryTypes.String, Nullable: true},
+	}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, bad)
+	for range 10 {
+		b.Field(0).(*array.StringBuilder).Append("x")
+		b.Field(1).(*array.StringBuilder).Append("y")
+	}
+	rec := b.NewRecordBatch()
+	b.Release()
+	key, v := enginetest.CommitDataFile(t, f.db, f.table, rec, f.pub.Schema.FieldIDs)
+	rec.Release()
+	m, err := manifest.Load(ctx, f.s, f.table, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.cat.CompareAndSwap(ctx, f.table, f.pub.Version, catalog.Pointer{Version: v, ManifestKey: m.Key(), Checksum: m.Checksum()}); err != nil {
+		t.Fatal(err)
+	}
+	got := requireFault(t, f.verify(t, Options{}), key, "data file corrupt")
+	if got.Version != v || !errors.Is(got.Err, fragment.ErrCorrupt) || !strings.Contains(got.Err.Error(), `field id 0 ("a")`) {
+		t.Fatalf("fault %v: want version %d, ErrCorrupt, naming field id 0", got, v)
 	}
 }

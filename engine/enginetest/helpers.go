@@ -6,9 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/internal/coord"
+	"github.com/shale-db/shale/internal/fragment"
 	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/manifest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -102,4 +106,36 @@ func OpenChildDB(ctx context.Context, opts engine.Options) (*engine.DB, func(), 
 		return nil, nil, err
 	}
 	return db, func() { cli.Close(); s.Close() }, nil
+}
+
+// CommitDataFile stores rec as one data file whose columns carry the field ids ids,
+// whatever rec's schema says, and commits it to table as one appended fragment on top of
+// HEAD: what a buggy or foreign writer that skipped Append's schema checks would leave.
+// The version is committed, not published. It returns the data file's key and the version.
+func CommitDataFile(t testing.TB, db *engine.DB, table string, rec arrow.RecordBatch, ids []int32) (string, uint64) {
+	t.Helper()
+	ctx := context.Background()
+	w, err := fragment.NewWriter(ctx, db.Store(), manifest.DataDir(table), rec.Schema(), ids, fragment.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	files, err := w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := manifest.LoadHead(ctx, db.Store(), table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frag := manifest.Fragment{Files: files, PhysicalRows: files[0].Rows}
+	m, _, err := manifest.Commit(ctx, db.Store(), table, head,
+		manifest.NewTransaction(head.Version, manifest.Operation{Kind: manifest.OpAppend, NewFragments: []manifest.Fragment{frag}}),
+		manifest.CommitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files[0].Key, m.Version
 }

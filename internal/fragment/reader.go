@@ -15,8 +15,13 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/shale-db/shale/internal/failpoint"
 	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/internal/panics"
 )
+
+// seamReadBatch is hit at the start of every ReadBatch (tests inject a panic there).
+var seamReadBatch = failpoint.Seam("fragment.read_batch")
 
 // TailReadSize is how many bytes at the end of a data file OpenFile fetches in its first
 // request. The footer of a file with a few dozen columns and batches fits in far less; a
@@ -46,9 +51,10 @@ type FileReader struct {
 	// direct is true when batches are decoded from fetched bytes by this package (no
 	// dictionaries); otherwise they go through arrow's FileReader.
 	direct      bool
-	projectable bool   // direct, and readProjected can map every column type
-	schemaMsg   []byte // the file schema as an IPC schema message (direct mode)
-	footerEnd   int64  // where the footer begins; batch blocks must end before it
+	projectable bool    // direct, and readProjected can map every column type
+	schemaMsg   []byte  // the file schema as an IPC schema message (direct mode)
+	fieldIDs    []int32 // field id of each file column (nil when neither file nor description has them)
+	footerEnd   int64   // where the footer begins; batch blocks must end before it
 
 	mu       sync.Mutex
 	projMsgs map[string][]byte // projected schema messages by column list
@@ -56,19 +62,34 @@ type FileReader struct {
 
 // OpenFile opens df for reading. It reads the footer with one range request (the size is
 // taken from df.Size, so no HEAD) and checks the file against df: the field ids in the
-// schema metadata, the number of batches and, when df.Batches is set, their row counts.
+// schema metadata, the number of batches and, when df.Batches is set, that their row
+// counts add up to df.Rows (each batch's own count is checked by ReadBatch). To check
+// the columns' types against a table schema, call CheckSchema.
 // Errors: *CorruptError wrapping ErrCorrupt (naming df.Key) for a truncated, malformed or
-// mismatched file; *objstore.Error for store failures (ErrNotFound when the object is gone).
-func OpenFile(ctx context.Context, s objstore.Store, df DataFile, mem memory.Allocator) (*FileReader, error) {
+// mismatched file; *objstore.Error for store failures (ErrNotFound when the object is gone);
+// *panics.Error wrapping panics.ErrInternal (naming df.Key) for a panic while opening.
+func OpenFile(ctx context.Context, s objstore.Store, df DataFile, mem memory.Allocator) (_ *FileReader, err error) {
 	if mem == nil {
 		mem = memory.DefaultAllocator
 	}
 	r := &FileReader{ctx: ctx, store: s, df: df, mem: mem, projMsgs: map[string][]byte{}}
+	defer func() {
+		if v := recover(); v != nil {
+			err = panics.New("open data file", df.Key, v)
+			quietly(func() { r.Close() })
+		}
+	}()
 	if err := r.open(); err != nil {
 		r.Close()
 		return nil, err
 	}
 	return r, nil
+}
+
+// quietly runs f, ignoring a panic: cleanup after a recovered panic must not raise another.
+func quietly(f func()) {
+	defer func() { _ = recover() }()
+	f()
 }
 
 func (r *FileReader) corrupt(format string, args ...any) error {
@@ -156,6 +177,7 @@ func (r *FileReader) open() error {
 	if fs.NumFields() == 0 {
 		return r.corrupt("schema has no columns (the writer never writes such a file)")
 	}
+	r.fieldIDs = r.df.FieldIDs
 	md := fs.Metadata()
 	if i := md.FindKey(FieldIDsMetadataKey); i >= 0 {
 		ids, err := decodeFieldIDs(md.Values()[i])
@@ -168,8 +190,18 @@ func (r *FileReader) open() error {
 		if r.df.FieldIDs != nil && !slices.Equal(ids, r.df.FieldIDs) {
 			return r.corrupt("file holds field ids %v, its description lists %v", ids, r.df.FieldIDs)
 		}
+		r.fieldIDs = ids
 	} else if r.df.FieldIDs != nil && len(r.df.FieldIDs) != fs.NumFields() {
 		return r.corrupt("file has %d columns, its description lists %d field ids", fs.NumFields(), len(r.df.FieldIDs))
+	}
+	if r.df.Batches != nil {
+		var sum int64
+		for _, b := range r.df.Batches {
+			sum += b.Rows
+		}
+		if sum != r.df.Rows {
+			return r.corrupt("its description's batches hold %d rows, its row count says %d", sum, r.df.Rows)
+		}
 	}
 	r.schema = withoutMetadataKey(fs, FieldIDsMetadataKey)
 	r.direct = fi.NumDicts == 0 && !schemaHasDictionary(fs)
@@ -251,6 +283,51 @@ func schemaMessage(s *arrow.Schema, mem memory.Allocator) []byte {
 // Schema is the file schema (without FieldIDsMetadataKey).
 func (r *FileReader) Schema() *arrow.Schema { return r.schema }
 
+// CheckSchema checks the file against a table schema whose top-level fields have the
+// ids fieldIDs (a manifest's schema), as a reader that maps columns by field id needs:
+// every file column whose field id the schema has must hold exactly that field's type
+// (arrow.TypeEqual, which includes the nullability of nested fields), and may be nullable
+// only if the field is. Columns whose ids the schema lacks (dropped since the file was
+// written) are not checked, nor are schema fields the file lacks (a column added later
+// reads as nulls; whether it may is the caller's rule). It makes no request.
+//
+// Errors: *CorruptError wrapping ErrCorrupt, naming the key, the field id and both
+// types, when a column disagrees, a field id repeats, or the file's columns have no
+// field ids; an error (not corruption) when fieldIDs does not fit schema.
+func (r *FileReader) CheckSchema(schema *arrow.Schema, fieldIDs []int32) error {
+	if len(fieldIDs) != schema.NumFields() {
+		return fmt.Errorf("fragment: check %s: schema has %d fields and %d field ids", r.df.Key, schema.NumFields(), len(fieldIDs))
+	}
+	if r.fieldIDs == nil {
+		return r.corrupt("neither the file nor its description gives its columns' field ids")
+	}
+	byID := make(map[int32]int, len(fieldIDs))
+	for i, id := range fieldIDs {
+		byID[id] = i
+	}
+	seen := make(map[int32]bool, len(r.fieldIDs))
+	for c, id := range r.fieldIDs {
+		if seen[id] {
+			return r.corrupt("field id %d names more than one column", id)
+		}
+		seen[id] = true
+		i, ok := byID[id]
+		if !ok {
+			continue
+		}
+		have, want := r.schema.Field(c), schema.Field(i)
+		if !arrow.TypeEqual(have.Type, want.Type) {
+			return r.corrupt("column %d (%q) holds field id %d (%q) as %s, the schema has %s",
+				c, have.Name, id, want.Name, have.Type, want.Type)
+		}
+		if have.Nullable && !want.Nullable {
+			return r.corrupt("column %d (%q) holds field id %d (%q) as nullable, the schema has it not nullable",
+				c, have.Name, id, want.Name)
+		}
+	}
+	return nil
+}
+
 // NumBatches is the number of record batches in the file.
 func (r *FileReader) NumBatches() int { return len(r.blocks) }
 
@@ -263,8 +340,17 @@ func (r *FileReader) DataFile() DataFile { return r.df }
 //
 // Errors: an index out of range; *CorruptError wrapping ErrCorrupt (naming the key) for
 // bytes that do not decode or disagree with the DataFile; *objstore.Error for store
-// failures.
-func (r *FileReader) ReadBatch(i int, columns []int) (arrow.RecordBatch, error) {
+// failures; *panics.Error wrapping panics.ErrInternal (naming the key) for a panic while
+// reading.
+func (r *FileReader) ReadBatch(i int, columns []int) (_ arrow.RecordBatch, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = panics.New("read data file", r.df.Key, v)
+		}
+	}()
+	if err := seamReadBatch.Inject(r.ctx); err != nil {
+		return nil, err
+	}
 	if i < 0 || i >= len(r.blocks) {
 		return nil, fmt.Errorf("fragment: batch %d out of range [0,%d) in %s", i, len(r.blocks), r.df.Key)
 	}
@@ -274,10 +360,7 @@ func (r *FileReader) ReadBatch(i int, columns []int) (arrow.RecordBatch, error) 
 			return nil, fmt.Errorf("fragment: column %d out of range [0,%d) in %s", c, nf, r.df.Key)
 		}
 	}
-	var (
-		rec arrow.RecordBatch
-		err error
-	)
+	var rec arrow.RecordBatch
 	switch {
 	case !r.direct:
 		rec, err = r.readViaArrow(i)

@@ -15,8 +15,13 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/shale-db/shale/internal/failpoint"
 	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/internal/panics"
 )
+
+// seamEncodeBatch is hit before each record batch is encoded (tests inject a panic there).
+var seamEncodeBatch = failpoint.Seam("fragment.encode_batch")
 
 // FieldIDsMetadataKey is the schema metadata key under which a data file records its
 // top-level field ids, as decimal numbers joined by ",".
@@ -155,8 +160,10 @@ func decodeFieldIDs(s string) ([]int32, error) {
 
 // Write appends rec's rows. The record is not retained after Write returns. A data file
 // that fills up is stored before Write returns. Errors: ErrClosed, ErrSchemaMismatch,
-// encoding errors, and store errors (*objstore.Error); after an error the Writer is failed.
-func (w *Writer) Write(rec arrow.RecordBatch) error {
+// encoding errors, store errors (*objstore.Error), and *panics.Error wrapping
+// panics.ErrInternal for a panic while encoding; after an error the Writer is failed.
+func (w *Writer) Write(rec arrow.RecordBatch) (err error) {
+	defer w.recoverPanic(&err)
 	if w.closed {
 		return ErrClosed
 	}
@@ -205,6 +212,23 @@ func sameFields(a, b *arrow.Schema) bool {
 	return true
 }
 
+// recoverPanic, deferred directly by Write and Close, turns a panic into an error that
+// fails the Writer (its current file is dropped; files already stored stay in Written).
+func (w *Writer) recoverPanic(errp *error) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	err := panics.New("write data file under", w.dir, v)
+	*errp = err
+	w.err = err
+	quietly(w.releasePending)
+	if w.cur != nil {
+		quietly(func() { w.cur.fw.Close() })
+		w.cur = nil
+	}
+}
+
 func (w *Writer) fail(err error) error {
 	w.err = err
 	w.releasePending()
@@ -226,6 +250,9 @@ func (w *Writer) releasePending() {
 func (w *Writer) flushBatch() error {
 	if w.pendingRows == 0 {
 		return nil
+	}
+	if err := seamEncodeBatch.Inject(w.ctx); err != nil {
+		return err
 	}
 	rec, err := w.concatPending()
 	w.releasePending()
@@ -326,8 +353,10 @@ func (w *Writer) finishFile() error {
 
 // Close flushes buffered rows, stores the last data file and returns every file written,
 // in write order (none if no rows were written). On error the files already stored are
-// still listed by Written, so a caller can record them for garbage collection.
-func (w *Writer) Close() ([]DataFile, error) {
+// still listed by Written, so a caller can record them for garbage collection. Errors as
+// for Write.
+func (w *Writer) Close() (_ []DataFile, err error) {
+	defer w.recoverPanic(&err)
 	if w.closed {
 		return nil, ErrClosed
 	}
