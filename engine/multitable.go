@@ -12,12 +12,17 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/shale-db/shale/internal/failpoint"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
 )
 
 // ErrNeedsCatalog: multi-table transactions and snapshots need the etcd catalog.
 var ErrNeedsCatalog = errors.New("needs the etcd catalog")
+
+// seamGroupPrepared is between a multi-table commit's prepared versions and the etcd
+// transaction that commits the group.
+var seamGroupPrepared = failpoint.Seam("engine.group_prepared")
 
 // groupTTL is the lease of a pending group key: a writer that dies mid-commit aborts its
 // group this long after its last keepalive.
@@ -248,6 +253,9 @@ func (db *DB) Commit(ctx context.Context, writes ...*Write) ([]CommitResult, err
 			return abort(err)
 		}
 		prepared[i], sums[i] = m, stats.Checksum
+	}
+	if err := seamGroupPrepared.Inject(ctx); err != nil {
+		return abort(err)
 	}
 	for attempt := 0; ; attempt++ {
 		updates, err := db.groupUpdates(ctx, writes, prepared, sums)

@@ -17,10 +17,12 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/shale-db/shale/compaction"
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/engine/enginetest"
 	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/recovery"
 )
 
 const childEnv = "SHALE_FENCETEST_CHILD"
@@ -79,6 +81,12 @@ func child(mode string) int {
 		rec.Release()
 	case "delete":
 		res, err = tbl.Delete(ctx, "id < 5")
+	case "compact":
+		var st compaction.Stats
+		st, err = recovery.Enable(compaction.New(db)).Run(ctx, tbl.Name(), compaction.Options{TargetRows: 1000})
+		res.Version = st.Version
+	case "group":
+		res, err = groupAppend(ctx, db)
 	default:
 		err = fmt.Errorf("unknown mode %q", mode)
 	}
@@ -89,6 +97,31 @@ func child(mode string) int {
 	b, _ := json.Marshal(out)
 	fmt.Printf("FENCETEST-RESULT %s\n", b)
 	return 0
+}
+
+// groupAppend appends rows 2000..2009 to tables t and u in one multi-table transaction.
+func groupAppend(ctx context.Context, db *engine.DB) (engine.CommitResult, error) {
+	snap, err := db.Snapshot(ctx, "t", "u")
+	if err != nil {
+		return engine.CommitResult{}, err
+	}
+	var writes []*engine.Write
+	for _, name := range []string{"t", "u"} {
+		rec := batch(2000, 2010)
+		rdr, _ := array.NewRecordReader(schema, []arrow.RecordBatch{rec})
+		w, err := snap.Tables[name].PrepareAppend(ctx, rdr)
+		rdr.Release()
+		rec.Release()
+		if err != nil {
+			return engine.CommitResult{}, err
+		}
+		writes = append(writes, w)
+	}
+	res, err := db.Commit(ctx, writes...)
+	if err != nil {
+		return engine.CommitResult{}, err
+	}
+	return res[0], nil
 }
 
 // started is a child process and its output.
