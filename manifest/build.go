@@ -6,19 +6,30 @@ import (
 	"time"
 )
 
-// Build returns the manifest of the version txn creates on top of parent (nil for Create).
-// It is pure: fragment ids for new fragments are assigned here, from parent's
+// Build returns the manifest of the version txn creates on top of parent (nil for Create
+// of a new table; a drop marker for Create of a table dropped before: a new incarnation,
+// whose id is the Create's transaction id; every other version carries its parent's
+// incarnation). It is pure: fragment ids for new fragments are assigned here, from parent's
 // NextFragmentID, so concurrent writers never collide on them. An error means txn cannot
 // apply to parent (the commit loop reports it as a retryable conflict with the version
 // that made it so).
 func Build(table string, parent *Manifest, txn Transaction) (*Manifest, error) {
 	var m *Manifest
-	if parent == nil {
+	switch {
+	case parent == nil:
 		if txn.Op.Kind != OpCreate {
 			return nil, fmt.Errorf("table %q does not exist", table)
 		}
 		m = &Manifest{Table: table, Config: map[string]string{}}
-	} else {
+	case parent.Dropped():
+		// Only a Create follows a drop marker: a new incarnation, numbered on from the
+		// marker so that no version number of the dropped incarnation is used again.
+		if txn.Op.Kind != OpCreate {
+			return nil, &DroppedError{Table: table, Version: parent.Version}
+		}
+		m = &Manifest{Table: table, Version: parent.Version, Config: map[string]string{},
+			NextFragmentID: parent.NextFragmentID}
+	default:
 		if txn.Op.Kind == OpCreate {
 			return nil, fmt.Errorf("table %q already exists", table)
 		}
@@ -26,6 +37,9 @@ func Build(table string, parent *Manifest, txn Transaction) (*Manifest, error) {
 		m.checksum, m.content = 0, 0
 	}
 	m.Version++
+	if txn.Op.Kind == OpCreate {
+		m.Incarnation, m.IncarnationSince = txn.ID, m.Version
+	}
 	m.TxnKey = TxnKey(table, m.Version, txn.ID)
 	m.Committed = time.Now().UnixNano()
 	firstNew := m.NextFragmentID
@@ -111,6 +125,11 @@ func Build(table string, parent *Manifest, txn Transaction) (*Manifest, error) {
 		if len(op.Aborted) == 0 {
 			return nil, fmt.Errorf("abort without transaction ids")
 		}
+	case OpDrop:
+		// The drop marker: the schema stays (so the version decodes as any other), the
+		// rows, indexes, WAL watermarks and configuration go.
+		m.Fragments, m.Indexes, m.WALMerged = nil, nil, nil
+		m.Config = map[string]string{}
 	default:
 		return nil, fmt.Errorf("unknown operation %q", op.Kind)
 	}

@@ -126,8 +126,9 @@ func (e *DuplicateError) Error() string {
 func (e *DuplicateError) Unwrap() error { return ErrDuplicate }
 
 // Commit commits txn to table as the next version and returns the committed manifest.
-// read is the manifest to build on when nothing newer exists (nil only for Create); it is
-// normally the version txn was planned on, or a newer one (a handle that moved on).
+// read is the manifest to build on when nothing newer exists (nil only for Create of a
+// table that never existed; the drop marker for Create of a dropped one); it is normally
+// the version txn was planned on, or a newer one (a handle that moved on).
 //
 // The transaction's window is fixed by its id and read version: before any version is
 // built, every version after txn.ReadVersion is checked against txn, whichever handle
@@ -158,7 +159,7 @@ func (e *DuplicateError) Unwrap() error { return ErrDuplicate }
 func Commit(ctx context.Context, s objstore.Store, table string, read *Manifest, txn Transaction, opts CommitOptions) (*Manifest, CommitStats, error) {
 	opts = opts.withDefaults()
 	w := &walk{ctx: ctx, s: s, table: table, opts: opts, txn: txn}
-	if txn.Op.Kind != OpCreate {
+	if txn.Op.Kind != OpCreate || read != nil { // a Create of a dropped table builds on its drop marker
 		if err := w.start(read); err != nil {
 			return w.result(err)
 		}
@@ -475,8 +476,13 @@ func backoff(ctx context.Context, opts CommitOptions, losses int) error {
 // manifest a new transaction should be planned against: HEAD's, or, when HEAD and the
 // versions below it are prepared versions of aborted groups, the content of the last
 // version that counts under HEAD's number. A pending group is waited for (r decides).
+// Meeting a drop marker (the table was dropped since m) is *DroppedError: a transaction
+// planned on m's incarnation can never commit.
 func CatchUp(ctx context.Context, s objstore.Store, table string, m *Manifest, r GroupResolver) (*Manifest, error) {
 	for {
+		if m.Dropped() {
+			return nil, &DroppedError{Table: table, Version: m.Version}
+		}
 		next, err := Load(ctx, s, table, m.Version+1)
 		if errors.Is(err, ErrVersionExpired) {
 			// m is older than the retained history: restart from HEAD. (Its content
@@ -545,11 +551,19 @@ func LoadCounted(ctx context.Context, s objstore.Store, table string, v uint64, 
 // LoadLatest finds HEAD with one LIST and returns the manifest a new transaction should be
 // planned against: the newest version at or below HEAD that counts (not a prepared version
 // of an aborted group; r decides, nil counts every version), renumbered to HEAD when
-// aborted group versions lie above it. Errors: ErrTableNotFound, load errors.
+// aborted group versions lie above it. Errors: ErrTableNotFound (*DroppedError when HEAD
+// is a drop marker), load errors.
 func LoadLatest(ctx context.Context, s objstore.Store, table string, r GroupResolver) (*Manifest, error) {
 	head, err := Head(ctx, s, table)
 	if err != nil {
 		return nil, err
 	}
-	return LoadCounted(ctx, s, table, head, r)
+	m, err := LoadCounted(ctx, s, table, head, r)
+	if err != nil {
+		return nil, err
+	}
+	if m.Dropped() {
+		return nil, &DroppedError{Table: table, Version: m.Version}
+	}
+	return m, nil
 }

@@ -48,7 +48,36 @@ var (
 	// committed (invariant 15), so the transaction can never commit and its files may be
 	// gone: write the data again. Matched together with ErrIncompatible.
 	ErrTxnAborted = errors.New("transaction aborted: garbage collection or recovery fenced it and may have deleted its files")
+	// ErrTableDropped: the table was dropped. A transaction planned before the drop
+	// cannot commit after it (the drop marker, an OpDrop version, fences it), and a
+	// version committed in a number the drop freed belongs to no table. What such a
+	// write would have added is in no table: write it again (to the table created
+	// again, if it was). Matched by a *ConflictError with a drop marker (with
+	// ErrIncompatible) and by *DroppedError.
+	ErrTableDropped = errors.New("the table was dropped")
 )
+
+// DroppedError reports a table whose HEAD is a drop marker (a read or a write of a table
+// that was dropped), or a version that belongs to an incarnation a drop ended. It matches
+// ErrTableDropped and ErrTableNotFound.
+type DroppedError struct {
+	Table   string
+	Version uint64 // the drop marker's version (0 when not known)
+	Detail  string // what was found, when more than the marker
+}
+
+func (e *DroppedError) Error() string {
+	s := fmt.Sprintf("table %q: %v", e.Table, ErrTableDropped)
+	if e.Version != 0 {
+		s += fmt.Sprintf(" (drop marker at version %d)", e.Version)
+	}
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
+	return s
+}
+
+func (e *DroppedError) Unwrap() []error { return []error{ErrTableDropped, ErrTableNotFound} }
 
 // ConflictError reports that our transaction cannot commit on top of a transaction
 // committed after our read version. It names both transactions and the fragments they
@@ -80,14 +109,18 @@ func (e *ConflictError) Error() string {
 	return s
 }
 
-// Unwrap makes errors.Is match ErrConflict and ErrRetryable or ErrIncompatible, and
-// ErrTxnAborted when theirs is an abort naming ours.
+// Unwrap makes errors.Is match ErrConflict and ErrRetryable or ErrIncompatible,
+// ErrTxnAborted when theirs is an abort naming ours, and ErrTableDropped when theirs is a
+// drop.
 func (e *ConflictError) Unwrap() []error {
 	if e.Resolution == Retryable {
 		return []error{ErrConflict, ErrRetryable}
 	}
 	if e.Theirs.Op.Kind == OpAbort && slices.Contains(e.Theirs.Op.Aborted, e.Ours.ID) {
 		return []error{ErrConflict, ErrIncompatible, ErrTxnAborted}
+	}
+	if e.Theirs.Op.Kind == OpDrop {
+		return []error{ErrConflict, ErrIncompatible, ErrTableDropped}
 	}
 	return []error{ErrConflict, ErrIncompatible}
 }
@@ -112,18 +145,33 @@ func (e *ConflictError) Unwrap() []error {
 // the commit loop decides with I/O and falls back to retryable); T/key on a shared
 // configuration key; T/cov when an index covers a rewritten fragment; T/shard when both
 // merge the same WAL shard (the watermark check makes a merge exactly once); ok* a later
-// index of the same name replaces the earlier one. Create after anything is incompatible
-// (the table exists). Overwrite after a concurrent append, delete or update is retryable,
+// index of the same name replaces the earlier one. Create after anything but a Drop is
+// incompatible (the table exists). Overwrite after a concurrent append, delete or update is retryable,
 // not compatible as in DESIGN §6: replacing the table must never silently drop rows
 // another writer committed after our read. Abort (recovery's fence) is compatible with
 // everything except the transactions it names, in both directions: a named transaction
-// cannot commit after it, and it cannot commit after a named transaction. It returns the
-// resolution, the shared fragment ids and a reason.
+// cannot commit after it, and it cannot commit after a named transaction. Drop ends the
+// incarnation: nothing commits after it (incompatible, "the table was dropped"; an abort
+// neither: the drop fences every transaction of the incarnation) except a Create, which
+// begins a new incarnation on top of it; a Drop commits after anything but another Drop
+// (a drop planned before another drop would otherwise go on to drop a table created
+// again meanwhile, which it never saw). It returns the resolution, the shared fragment
+// ids and a reason.
 func Check(ours, theirs *Transaction) (Resolution, []uint32, string) {
 	o, t := ours.Op.Kind, theirs.Op.Kind
 	// An abort fences the transactions it names and is compatible with everything else.
 	if t == OpAbort && slices.Contains(theirs.Op.Aborted, ours.ID) {
 		return Incompatible, nil, "garbage collection or recovery aborted our transaction before deleting its files"
+	}
+	// A drop ends the incarnation our transaction was planned in.
+	if t == OpDrop {
+		if o == OpCreate {
+			return Compatible, nil, ""
+		}
+		return Incompatible, nil, "the table was dropped after our read version; what we would have written is in no table"
+	}
+	if o == OpDrop {
+		return Compatible, nil, ""
 	}
 	if o == OpAbort {
 		if slices.Contains(ours.Op.Aborted, theirs.ID) {

@@ -61,13 +61,21 @@ func Head(ctx context.Context, s objstore.Store, table string) (uint64, error) {
 	return ParseManifestKey(table, objs[0].Key)
 }
 
-// LoadHead reads the manifest of HEAD (one LIST + one GET).
+// LoadHead reads the manifest of HEAD (one LIST + one GET). A table whose HEAD is a drop
+// marker was dropped: *DroppedError (ErrTableNotFound, ErrTableDropped).
 func LoadHead(ctx context.Context, s objstore.Store, table string) (*Manifest, error) {
 	v, err := Head(ctx, s, table)
 	if err != nil {
 		return nil, err
 	}
-	return Load(ctx, s, table, v)
+	m, err := Load(ctx, s, table, v)
+	if err != nil {
+		return nil, err
+	}
+	if m.Dropped() {
+		return nil, &DroppedError{Table: table, Version: m.Version}
+	}
+	return m, nil
 }
 
 // Versions lists every version number of table with an object in the store, ascending.
@@ -90,32 +98,19 @@ func Versions(ctx context.Context, s objstore.Store, table string) ([]uint64, er
 	return out, nil
 }
 
-// Tables lists the tables in a store: the top-level directories that hold a _versions/.
+// Tables lists the tables in a store: the top-level directories that hold a _versions/,
+// except those whose HEAD is a drop marker (dropped tables). One LIST of the store plus
+// one GET per table (ListTables).
 func Tables(ctx context.Context, s objstore.Store) ([]string, error) {
-	objs, err := s.List(ctx, "", 0)
+	heads, err := ListTables(ctx, s)
 	if err != nil {
 		return nil, err
 	}
 	var out []string
-	for _, o := range objs {
-		table, rest, ok := cutDir(o.Key)
-		if !ok || ValidateTableName(table) != nil {
-			continue
-		}
-		if len(rest) > len("_versions/") && rest[:len("_versions/")] == "_versions/" {
-			if len(out) == 0 || out[len(out)-1] != table {
-				out = append(out, table)
-			}
+	for _, h := range heads {
+		if !h.Dropped {
+			out = append(out, h.Table)
 		}
 	}
 	return out, nil
-}
-
-func cutDir(key string) (string, string, bool) {
-	for i := 0; i < len(key); i++ {
-		if key[i] == '/' {
-			return key[:i], key[i+1:], true
-		}
-	}
-	return "", "", false
 }

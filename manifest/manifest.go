@@ -39,6 +39,18 @@ type Manifest struct {
 	// (Unix nanoseconds; 0 in manifests written before it existed). Txn.Timestamp is when
 	// the transaction was planned, which can be much earlier for a long write.
 	Committed int64 `cbor:",omitempty"`
+	// Incarnation names the life of the table this version belongs to, from the Create
+	// that made it to the drop that ended it: the id of that Create transaction, carried
+	// to every later version (Build). A table dropped and created again under the same
+	// name is a new incarnation, and a version of one incarnation never becomes part of
+	// another (invariant 16). "" in manifests of builds before incarnations: it matches
+	// any incarnation.
+	Incarnation string `cbor:",omitempty"`
+	// IncarnationSince is the version of the Create that began the incarnation (1 for a
+	// table created fresh; the drop marker's version + 1 for one created again; 0 in
+	// manifests of builds before incarnations). Every version of an incarnation is at or
+	// above it, so a version below it belongs to an earlier incarnation.
+	IncarnationSince uint64 `cbor:",omitempty"`
 
 	checksum uint32 // CRC32C of the object this manifest was decoded from (not encoded)
 	// content is the version whose content this manifest carries when it was renumbered
@@ -153,6 +165,12 @@ func (m *Manifest) Fragment(id uint32) (*Fragment, bool) {
 	}
 	return nil, false
 }
+
+// Dropped reports whether m is a drop marker: the empty version an OpDrop transaction
+// commits on top of a table's last version when the table is dropped. Every transaction
+// that reaches it in its commit loop fails (ErrTableDropped), and only a Create can be
+// built on it (a new incarnation).
+func (m *Manifest) Dropped() bool { return m.Txn.Op.Kind == OpDrop }
 
 // Key is the object key of this manifest.
 func (m *Manifest) Key() string { return ManifestKey(m.Table, m.Version) }

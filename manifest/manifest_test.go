@@ -172,38 +172,40 @@ func TestConflictMatrix(t *testing.T) {
 		T = Retryable
 		X = Incompatible
 	)
-	kinds := []OpKind{OpCreate, OpAppend, OpDelete, OpUpdate, OpOverwrite, OpSchemaChange, OpUpdateConfig, OpRewrite, OpCreateIndex, OpMergeWAL, OpAbort}
+	kinds := []OpKind{OpCreate, OpAppend, OpDelete, OpUpdate, OpOverwrite, OpSchemaChange, OpUpdateConfig, OpRewrite, OpCreateIndex, OpMergeWAL, OpAbort, OpDrop}
 	if !slices.Equal(kinds, OpKinds) {
 		t.Fatalf("OpKinds changed: update this test's matrix")
 	}
 	// Columns (theirs) in the order of kinds.
 	// Overlapping, an abort names the other transaction.
 	overlap := map[OpKind][]Resolution{
-		//               Create Append Delete Update Overwr Schema Config Rewrit Index  WAL Abort
-		OpCreate:       {X, X, X, X, X, X, X, X, X, X, X},
-		OpAppend:       {X, C, C, C, X, C, C, C, C, C, X},
-		OpDelete:       {X, C, R, R, X, C, C, T, C, C, X},
-		OpUpdate:       {X, C, R, R, X, T, C, T, C, C, X},
-		OpOverwrite:    {T, T, T, T, T, C, T, C, C, C, X},
-		OpSchemaChange: {X, C, C, T, X, T, C, T, T, T, X},
-		OpUpdateConfig: {T, C, C, C, T, C, T, C, C, C, X},
-		OpRewrite:      {X, C, T, T, X, T, C, T, T, C, X},
-		OpCreateIndex:  {X, C, C, C, X, T, C, T, C, C, X},
-		OpMergeWAL:     {X, C, C, C, X, T, C, C, C, T, X},
-		OpAbort:        {X, X, X, X, X, X, X, X, X, X, X},
+		//               Create Append Delete Update Overwr Schema Config Rewrit Index  WAL Abort Drop
+		OpCreate:       {X, X, X, X, X, X, X, X, X, X, X, C},
+		OpAppend:       {X, C, C, C, X, C, C, C, C, C, X, X},
+		OpDelete:       {X, C, R, R, X, C, C, T, C, C, X, X},
+		OpUpdate:       {X, C, R, R, X, T, C, T, C, C, X, X},
+		OpOverwrite:    {T, T, T, T, T, C, T, C, C, C, X, X},
+		OpSchemaChange: {X, C, C, T, X, T, C, T, T, T, X, X},
+		OpUpdateConfig: {T, C, C, C, T, C, T, C, C, C, X, X},
+		OpRewrite:      {X, C, T, T, X, T, C, T, T, C, X, X},
+		OpCreateIndex:  {X, C, C, C, X, T, C, T, C, C, X, X},
+		OpMergeWAL:     {X, C, C, C, X, T, C, C, C, T, X, X},
+		OpAbort:        {X, X, X, X, X, X, X, X, X, X, X, X},
+		OpDrop:         {C, C, C, C, C, C, C, C, C, C, X, X},
 	}
 	disjoint := map[OpKind][]Resolution{
-		OpCreate:       {X, X, X, X, X, X, X, X, X, X, X},
-		OpAppend:       {X, C, C, C, X, C, C, C, C, C, C},
-		OpDelete:       {X, C, C, C, X, C, C, C, C, C, C},
-		OpUpdate:       {X, C, C, C, X, T, C, C, C, C, C},
-		OpOverwrite:    {T, T, T, T, T, C, C, C, C, C, C},
-		OpSchemaChange: {X, C, C, T, X, T, C, T, T, T, C},
-		OpUpdateConfig: {C, C, C, C, C, C, C, C, C, C, C},
-		OpRewrite:      {X, C, C, C, X, T, C, C, C, C, C},
-		OpCreateIndex:  {X, C, C, C, X, T, C, C, C, C, C},
-		OpMergeWAL:     {X, C, C, C, X, T, C, C, C, C, C},
-		OpAbort:        {C, C, C, C, C, C, C, C, C, C, C},
+		OpCreate:       {X, X, X, X, X, X, X, X, X, X, X, C},
+		OpAppend:       {X, C, C, C, X, C, C, C, C, C, C, X},
+		OpDelete:       {X, C, C, C, X, C, C, C, C, C, C, X},
+		OpUpdate:       {X, C, C, C, X, T, C, C, C, C, C, X},
+		OpOverwrite:    {T, T, T, T, T, C, C, C, C, C, C, X},
+		OpSchemaChange: {X, C, C, T, X, T, C, T, T, T, C, X},
+		OpUpdateConfig: {C, C, C, C, C, C, C, C, C, C, C, X},
+		OpRewrite:      {X, C, C, C, X, T, C, C, C, C, C, X},
+		OpCreateIndex:  {X, C, C, C, X, T, C, C, C, C, C, X},
+		OpMergeWAL:     {X, C, C, C, X, T, C, C, C, C, C, X},
+		OpAbort:        {C, C, C, C, C, C, C, C, C, C, C, X},
+		OpDrop:         {C, C, C, C, C, C, C, C, C, C, C, X},
 	}
 	for _, tc := range []struct {
 		name string
@@ -231,6 +233,17 @@ func TestConflictMatrix(t *testing.T) {
 				got, shared, reason := Check(o, th)
 				if want := tc.want[ours][j]; got != want {
 					t.Errorf("%s: ours %s, theirs %s: got %v, want %v (%s)", tc.name, ours, theirs, got, want, reason)
+				}
+				// A conflict with a drop says so and matches ErrTableDropped, like a
+				// conflict with an abort naming ours matches ErrTxnAborted.
+				if got == Incompatible {
+					ce := &ConflictError{Table: "t", Resolution: got, Ours: *o, Theirs: *th, Reason: reason}
+					if dropped := errors.Is(ce, ErrTableDropped); dropped != (theirs == OpDrop) {
+						t.Errorf("%s: ours %s, theirs %s: errors.Is(ErrTableDropped) = %v", tc.name, ours, theirs, dropped)
+					}
+					if theirs == OpDrop && !strings.Contains(ce.Error(), "the table was dropped") {
+						t.Errorf("%s: ours %s, theirs %s: %q does not say the table was dropped", tc.name, ours, theirs, ce)
+					}
 				}
 				if (got == Retryable || got == Incompatible || got == Rebase) && reason == "" {
 					t.Errorf("%s: ours %s, theirs %s: %v without a reason", tc.name, ours, theirs, got)

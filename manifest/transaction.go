@@ -14,7 +14,7 @@ type OpKind string
 // Operation kinds.
 //
 // Logical operations change which rows exist or what they mean: Create, Append, Delete,
-// Update, Overwrite, SchemaChange, UpdateConfig. Maintenance operations preserve content:
+// Update, Overwrite, SchemaChange, UpdateConfig, Drop. Maintenance operations preserve content:
 // Rewrite (compaction), CreateIndex, MergeWAL (moves rows from WAL generations into the base
 // table; readers already saw them through the WAL).
 const (
@@ -34,11 +34,18 @@ const (
 	// of them landed first the abort itself fails (DESIGN invariant 7: the fence is a
 	// position in the version sequence, not a lease).
 	OpAbort OpKind = "abort"
+	// OpDrop ends the table's incarnation: it commits an empty version (the drop marker)
+	// on top of HEAD before the table's objects are deleted. A transaction of the
+	// incarnation still in flight meets it in its commit loop and fails with
+	// ErrTableDropped, so no version of a dropped table is committed after its objects
+	// may have gone (invariant 15), and only a Create (a new incarnation) is built on it
+	// (invariant 16).
+	OpDrop OpKind = "drop"
 )
 
 // OpKinds lists every operation kind (the conflict matrix is tested over all ordered pairs).
 var OpKinds = []OpKind{OpCreate, OpAppend, OpDelete, OpUpdate, OpOverwrite, OpSchemaChange,
-	OpUpdateConfig, OpRewrite, OpCreateIndex, OpMergeWAL, OpAbort}
+	OpUpdateConfig, OpRewrite, OpCreateIndex, OpMergeWAL, OpAbort, OpDrop}
 
 // Maintenance reports whether k preserves the table's content (and so publishes by
 // fast-forward and never invalidates a concurrent logical writer's read).
@@ -78,6 +85,7 @@ const MaxIdempotencyKeyLen = 256
 //	CreateIndex:       NewIndexes (replace indexes of the same name), RemovedIndexes (names)
 //	MergeWAL:          WAL (shard, generations merged), NewFragments
 //	Abort:             Aborted (transaction ids fenced off)
+//	Drop:              nothing (the version it builds is empty: the drop marker)
 type Operation struct {
 	Kind           OpKind
 	Schema         *Schema           `cbor:",omitempty"`
