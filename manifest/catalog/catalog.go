@@ -197,8 +197,8 @@ func (c *Catalog) PublishMany(ctx context.Context, updates []Update) error {
 	return err
 }
 
-// Delete removes the table's pointer (dropping the table from the catalog). A table
-// without a pointer is not an error. A table recreated afterwards starts from any version.
+// Delete removes the table's pointer, whatever it names. A table without a pointer is
+// not an error. Dropping a table uses DeleteDropped, which spares a later incarnation's.
 // Errors (as *Error): ErrEtcd.
 func (c *Catalog) Delete(ctx context.Context, table string) error {
 	key := c.Key(table)
@@ -209,6 +209,42 @@ func (c *Catalog) Delete(ctx context.Context, table string) error {
 		return &Error{"delete", table, key, fmt.Errorf("%w: %w", ErrEtcd, err)}
 	}
 	return nil
+}
+
+// DeleteDropped removes the table's pointer when it belongs to the incarnation that a
+// drop ended, or to an earlier one: marker is the drop marker as a pointer (its version,
+// incarnation and first version). A pointer of a later incarnation (the table was created
+// again after the drop) is left alone, so a drop finishing late never unpublishes a table
+// created since. A pointer that does not decode is removed. The delete is guarded by the
+// mod revision read. It reports whether it removed a pointer; an absent one is not an
+// error. Errors (as *Error): ErrInvalid, ErrContended, ErrEtcd.
+func (c *Catalog) DeleteDropped(ctx context.Context, table string, marker Pointer) (bool, error) {
+	key := c.Key(table)
+	if table == "" {
+		return false, &Error{"delete", table, key, fmt.Errorf("%w: empty table name", ErrInvalid)}
+	}
+	for attempt := 1; attempt <= maxAttempts; attempt++ {
+		r, err := c.cli.Get(ctx, key)
+		if err != nil {
+			return false, &Error{"delete", table, key, fmt.Errorf("%w: %w", ErrEtcd, err)}
+		}
+		if len(r.Kvs) == 0 {
+			return false, nil
+		}
+		kv := r.Kvs[0]
+		if p, err := DecodePointer(kv.Value); err == nil && compareIncarnation(p, marker) == newerIncarnation {
+			return false, nil
+		}
+		tr, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+			Then(clientv3.OpDelete(key)).Commit()
+		if err != nil {
+			return false, &Error{"delete", table, key, fmt.Errorf("%w: %w", ErrEtcd, err)}
+		}
+		if tr.Succeeded {
+			return true, nil
+		}
+	}
+	return false, &Error{"delete", table, key, fmt.Errorf("%w after %d attempts", ErrContended, maxAttempts)}
 }
 
 // Snapshot reads the pointers of tables (nil = every table in the catalog) at one etcd
@@ -359,7 +395,7 @@ func (c *Catalog) publishDetailed(ctx context.Context, op string, updates []Upda
 		for _, i := range plan.writes {
 			k := c.Key(updates[i].Table)
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", states[i].modRev))
-			puts = append(puts, clientv3.OpPut(k, string(updates[i].Pointer.Encode())))
+			puts = append(puts, clientv3.OpPut(k, string(plan.result[i].Encode())))
 		}
 		gets := make([]clientv3.Op, len(tables))
 		for i, t := range tables {

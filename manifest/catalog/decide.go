@@ -44,17 +44,25 @@ const (
 	write                 // write our pointer, guarded by the mod revision read
 )
 
-// decide applies an update's mode to the current state. Errors: *ConflictError (CAS),
-// ErrDiverged (a pointer at our version naming another manifest).
+// decide applies an update's mode to the current state. A pointer of a later incarnation
+// than the update's is never moved (ErrIncarnation); one of an earlier incarnation (the
+// table was dropped and created again, and the new incarnation is not published yet) is
+// behind any version of the update's and is replaced like any pointer behind.
+// Errors: *ConflictError (CAS), ErrDiverged (a pointer at our version naming another
+// manifest), ErrIncarnation.
 func decide(u Update, s state) (decision, error) {
 	p := u.Pointer
+	if s.present && compareIncarnation(s.ptr, p) == newerIncarnation {
+		return met, fmt.Errorf("%w: version %d of incarnation %q (since version %d) is published, ours is version %d of incarnation %q (since version %d)",
+			ErrIncarnation, s.ptr.Version, s.ptr.Incarnation, s.ptr.Since, p.Version, p.Incarnation, p.Since)
+	}
 	switch u.Mode {
 	case FastForward, FastForwardExisting:
 		if !s.present && u.Mode == FastForwardExisting {
 			return met, ErrNoPointer
 		}
 		if s.present && s.ptr.Version >= p.Version {
-			if s.ptr.Version == p.Version && s.ptr != p {
+			if s.ptr.Version == p.Version && !s.ptr.Same(p) {
 				return met, fmt.Errorf("%w: version %d is published as %s (checksum %08x), ours is %s (checksum %08x)",
 					ErrDiverged, p.Version, s.ptr.ManifestKey, s.ptr.Checksum, p.ManifestKey, p.Checksum)
 			}
@@ -62,7 +70,7 @@ func decide(u Update, s state) (decision, error) {
 		}
 		return write, nil
 	case CAS:
-		if s.present && s.ptr == p {
+		if s.present && s.ptr.Same(p) {
 			return met, nil // our publish already landed (a retry after an unknown outcome)
 		}
 		if s.version() != u.Expected {
@@ -80,7 +88,7 @@ func decide(u Update, s state) (decision, error) {
 // plan is the decision for a whole publish.
 type plan struct {
 	writes []int     // indexes of updates to write
-	result []Pointer // pointer in effect per update if the writes succeed
+	result []Pointer // pointer in effect per update if the writes succeed (what is written, for writes)
 }
 
 type decideError struct {
@@ -102,6 +110,11 @@ func decideAll(updates []Update, states []state) (plan, error) {
 		if d == write {
 			pl.writes = append(pl.writes, i)
 			pl.result[i] = u.Pointer
+			if s := states[i]; s.present && u.Pointer.Incarnation == "" && compareIncarnation(s.ptr, u.Pointer) == sameIncarnation {
+				// A version written by an older build (no incarnation) keeps the
+				// incarnation the pointer already names.
+				pl.result[i].Incarnation, pl.result[i].Since = s.ptr.Incarnation, s.ptr.Since
+			}
 		} else {
 			pl.result[i] = states[i].ptr
 		}
@@ -116,9 +129,9 @@ func goalMet(updates []Update, states []state) ([]Pointer, bool) {
 	for i, u := range updates {
 		s := states[i]
 		switch {
-		case !s.present:
+		case !s.present, compareIncarnation(s.ptr, u.Pointer) != sameIncarnation:
 			return nil, false
-		case s.ptr == u.Pointer, (u.Mode == FastForward || u.Mode == FastForwardExisting) && s.ptr.Version > u.Pointer.Version:
+		case s.ptr.Same(u.Pointer), (u.Mode == FastForward || u.Mode == FastForwardExisting) && s.ptr.Version > u.Pointer.Version:
 			res[i] = s.ptr
 		default:
 			return nil, false

@@ -33,6 +33,11 @@ var (
 	// ErrEtcd: an etcd request failed; the etcd error is wrapped too. For a write the
 	// outcome was re-checked and is still unknown or not ours.
 	ErrEtcd = errors.New("etcd request failed")
+	// ErrIncarnation: the pointer belongs to a later incarnation of the table than the
+	// update (the table was dropped and created again after the update's version was
+	// committed): the update's version is in no published table, and the pointer is left
+	// alone. Nothing was written.
+	ErrIncarnation = errors.New("the pointer belongs to a later incarnation of the table (it was dropped and created again)")
 )
 
 // Error is a failed catalog operation on one table: the operation ("get", "fast-forward",
@@ -75,15 +80,55 @@ func (e *ConflictError) Error() string {
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
 // Pointer is a table's published version: the version number, the manifest's object key in
-// the table's store, and the manifest's checksum.
+// the table's store, the manifest's checksum, and the incarnation the version belongs to
+// (manifest.Manifest.Incarnation and IncarnationSince).
 type Pointer struct {
 	Version     uint64
 	ManifestKey string
 	Checksum    uint32
+	// Incarnation is the id of the table's incarnation ("" in pointers of older builds,
+	// and for tables created by them: matches any incarnation).
+	Incarnation string
+	// Since is the first version of that incarnation (0: unknown). A version below it
+	// belongs to an earlier incarnation, whatever its id.
+	Since uint64
+}
+
+// Same reports whether p and q name the same version and manifest object (their
+// incarnation fields aside: a pointer written by an older build has none).
+func (p Pointer) Same(q Pointer) bool {
+	return p.Version == q.Version && p.ManifestKey == q.ManifestKey && p.Checksum == q.Checksum
+}
+
+// Incarnation order of two pointers of one table (compareIncarnation).
+const (
+	sameIncarnation  = 0
+	olderIncarnation = -1 // the first pointer's incarnation ended before the second's began
+	newerIncarnation = 1  // the first pointer's incarnation began after the second's ended
+)
+
+// compareIncarnation places pointer p's incarnation relative to u's. A version below the
+// other's first version belongs to an earlier incarnation; otherwise ids decide, "" (a
+// pointer or table of an older build) matching any. Different ids with nothing to order
+// them count as p newer: u is refused rather than published over p.
+func compareIncarnation(p, u Pointer) int {
+	switch {
+	case u.Version < p.Since:
+		return newerIncarnation
+	case p.Version < u.Since:
+		return olderIncarnation
+	case p.Incarnation == "" || u.Incarnation == "" || p.Incarnation == u.Incarnation:
+		return sameIncarnation
+	case p.Since < u.Since:
+		return olderIncarnation
+	}
+	return newerIncarnation
 }
 
 // PointerFormat is the format version of the encoding this build writes; it refuses to
-// read (and to overwrite) a larger one.
+// read (and to overwrite) a larger one. The incarnation fields are optional: older builds
+// of format 1 read such a pointer (and write it back without them, which matches any
+// incarnation).
 const PointerFormat = 1
 
 type wirePointer struct {
@@ -91,11 +136,14 @@ type wirePointer struct {
 	Version     uint64 `json:"version"`
 	ManifestKey string `json:"manifest_key"`
 	Checksum    uint32 `json:"checksum"`
+	Incarnation string `json:"incarnation,omitempty"`
+	Since       uint64 `json:"incarnation_since,omitempty"`
 }
 
-// Encode returns the stored form: JSON {"format":1,"version":…,"manifest_key":…,"checksum":…}.
+// Encode returns the stored form: JSON {"format":1,"version":…,"manifest_key":…,
+// "checksum":…,"incarnation":…,"incarnation_since":…} (the last two omitted when empty).
 func (p Pointer) Encode() []byte {
-	b, err := json.Marshal(wirePointer{PointerFormat, p.Version, p.ManifestKey, p.Checksum})
+	b, err := json.Marshal(wirePointer{PointerFormat, p.Version, p.ManifestKey, p.Checksum, p.Incarnation, p.Since})
 	if err != nil {
 		panic(err) // cannot happen for these field types
 	}
@@ -117,7 +165,7 @@ func DecodePointer(b []byte) (Pointer, error) {
 	case w.Version == 0 || w.ManifestKey == "":
 		return Pointer{}, fmt.Errorf("%w: version %d, manifest key %q", ErrCorrupt, w.Version, w.ManifestKey)
 	}
-	return Pointer{Version: w.Version, ManifestKey: w.ManifestKey, Checksum: w.Checksum}, nil
+	return Pointer{Version: w.Version, ManifestKey: w.ManifestKey, Checksum: w.Checksum, Incarnation: w.Incarnation, Since: w.Since}, nil
 }
 
 func (p Pointer) validate() error {
