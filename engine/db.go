@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -137,7 +139,10 @@ func (db *DB) Options() Options { return db.opts }
 // Catalog is the etcd catalog, or nil without one.
 func (db *DB) Catalog() *catalog.Catalog { return db.cat }
 
-// CreateTable creates an empty table (version 1) and publishes it. Field ids are 0..n-1.
+// CreateTable creates an empty table and publishes it: version 1 for a new name; for the
+// name of a dropped table, the version after its drop marker, as a new incarnation (see
+// DropTable), so no version number of the dropped table is used again and none of its
+// versions can become part of this one. Field ids are 0..n-1.
 // Errors: manifest.ErrInvalidTableName, ErrTableExists.
 func (db *DB) CreateTable(ctx context.Context, name string, schema *arrow.Schema) (*Table, error) {
 	if err := manifest.ValidateTableName(name); err != nil {
@@ -151,27 +156,58 @@ func (db *DB) CreateTable(ctx context.Context, name string, schema *arrow.Schema
 	if err != nil {
 		return nil, err
 	}
-	if err := db.dropStalePointer(ctx, name); err != nil {
-		return nil, err
+	exists := func() error { return fmt.Errorf("%w: %q in %s", ErrTableExists, name, db.store.URL()) }
+	for attempt := 1; ; attempt++ {
+		// On top of the drop marker if the table was dropped; from nothing if the name is new.
+		var read *manifest.Manifest
+		rec, err := manifest.HeadRecord(ctx, db.store, name)
+		switch {
+		case errors.Is(err, manifest.ErrTableNotFound):
+			if err := db.dropStalePointer(ctx, name); err != nil {
+				return nil, err
+			}
+		case err != nil:
+			return nil, err
+		case rec.Manifest == nil || !rec.Manifest.Dropped():
+			return nil, exists()
+		default:
+			read = rec.Manifest
+		}
+		var rv uint64
+		if read != nil {
+			rv = read.Version
+		}
+		txn := manifest.NewTransaction(rv, manifest.Operation{Kind: manifest.OpCreate, Schema: &ms})
+		m, stats, err := manifest.Commit(ctx, db.store, name, read, txn, db.opts.Commit)
+		if errors.Is(err, manifest.ErrConflict) {
+			return nil, exists()
+		}
+		if err != nil {
+			return nil, err
+		}
+		if read == nil {
+			// Version 1 was free. If the name was created, written and dropped between
+			// our look and our put, it was free because the drop deleted it: our version
+			// is below the drop marker and belongs to no table. Create again, on the
+			// marker.
+			if err := manifest.CheckLive(ctx, db.store, m); errors.Is(err, manifest.ErrTableDropped) && attempt < 3 {
+				continue
+			} else if err != nil {
+				return nil, err
+			}
+		}
+		t := &Table{db: db, name: name, m: m}
+		if _, err := t.publish(ctx, m, stats.Checksum); err != nil {
+			return nil, err
+		}
+		return t, nil
 	}
-	txn := manifest.NewTransaction(0, manifest.Operation{Kind: manifest.OpCreate, Schema: &ms})
-	m, stats, err := manifest.Commit(ctx, db.store, name, nil, txn, db.opts.Commit)
-	if errors.Is(err, manifest.ErrConflict) {
-		return nil, fmt.Errorf("%w: %q in %s", ErrTableExists, name, db.store.URL())
-	}
-	if err != nil {
-		return nil, err
-	}
-	t := &Table{db: db, name: name, m: m}
-	if _, err := t.publish(ctx, m, stats.Checksum); err != nil {
-		return nil, err
-	}
-	return t, nil
 }
 
-// dropStalePointer removes a catalog pointer left for a table the store does not hold (its
-// objects were deleted by hand, or the store was replaced). Without this, creating the
-// table again would "publish" by finding the stale pointer already ahead.
+// dropStalePointer removes a catalog pointer left for a table the store holds no version
+// of (its objects were deleted by hand, or the store was replaced). Without this, creating
+// the table again would "publish" by finding the stale pointer already ahead. (The pointer
+// of a dropped table, whose drop marker stays, is replaced by the new incarnation's.)
 func (db *DB) dropStalePointer(ctx context.Context, name string) error {
 	if db.cat == nil {
 		return nil
@@ -210,7 +246,10 @@ func (db *DB) OpenTable(ctx context.Context, name string) (*Table, error) {
 // OpenTableAt opens a read-only handle on version v of a table (time travel) without
 // reading the published version first, so it works even when a later manifest is damaged.
 // A prepared version of an aborted multi-table group counts as empty, so it reads as the
-// nearest version below it that counts (Table.ContentVersion; see DB.loadAt).
+// nearest version below it that counts (Table.ContentVersion; see DB.loadAt). A version
+// of an earlier incarnation of the table (it was dropped, and created again or not) or a
+// drop marker is not a version of the table: ErrVersionNotFound (told from HEAD, when
+// HEAD reads).
 // Errors: manifest.ErrInvalidTableName, manifest.ErrVersionNotFound (and
 // manifest.ErrVersionExpired), corruption errors, catalog errors resolving a group.
 func (db *DB) OpenTableAt(ctx context.Context, name string, v uint64) (*Table, error) {
@@ -221,7 +260,31 @@ func (db *DB) OpenTableAt(ctx context.Context, name string, v uint64) (*Table, e
 	if err != nil {
 		return nil, err
 	}
+	if head, err := manifest.HeadRecord(ctx, db.store, name); err == nil && head.Manifest != nil {
+		if err := ofIncarnation(head.Manifest, m); err != nil {
+			return nil, err
+		}
+	}
 	return &Table{db: db, name: name, m: m, readOnly: true}, nil
+}
+
+// ofIncarnation checks that version m is a version of the incarnation of ref (a live
+// version, or the drop marker that ended the table): m is not a drop marker, ref is not
+// one (then the table is dropped), and both are of one incarnation. Errors:
+// ErrVersionNotFound naming the version, saying which.
+func ofIncarnation(ref, m *manifest.Manifest) error {
+	var why string
+	switch {
+	case m.Dropped():
+		why = "it is the drop marker of a dropped incarnation of the table"
+	case ref.Dropped():
+		why = fmt.Sprintf("the table was dropped at version %d", ref.Version)
+	case !manifest.SameIncarnation(ref, m):
+		why = "it belongs to an earlier incarnation of the table, since dropped"
+	default:
+		return nil
+	}
+	return &manifest.ObjectError{Table: m.Table, Version: m.Version, Key: m.Key(), Err: fmt.Errorf("%w: %s", manifest.ErrVersionNotFound, why)}
 }
 
 // loadAt returns what reading version v of a table gives: v's manifest, or, when v is a
@@ -234,14 +297,29 @@ func (db *DB) loadAt(ctx context.Context, name string, v uint64) (*manifest.Mani
 	return manifest.LoadCounted(ctx, db.store, name, v, db.groups())
 }
 
-// DropTable deletes a table: its catalog pointer first (so no reader is directed to objects
-// about to disappear), then its manifests, oldest first (so the table stops existing for bare-path
-// readers), then every other object under its prefix. It returns the number of objects
-// deleted. It refuses (ErrTableBusy) while the catalog shows a hold on the table: a
-// running compaction, a write running longer than Options.WriteHoldAfter, or a pinned
-// reader. A short write racing the drop is not detected: stop writers first. Errors:
-// manifest.ErrInvalidTableName, manifest.ErrTableNotFound, ErrTableBusy, store and etcd
-// errors.
+// DropTable drops a table. It refuses (ErrTableBusy) while the catalog shows a hold on
+// the table: a running compaction, a write running longer than Options.WriteHoldAfter, or
+// a pinned reader. Otherwise:
+//
+//  1. it lists the table's objects;
+//  2. it commits a drop marker (manifest.OpDrop: an empty version) on top of HEAD. This is
+//     the fence (invariants 15 and 16): every write of the table still in flight meets it
+//     in its commit loop and fails with ErrTableDropped, and one whose version number the
+//     deletes below free cannot publish it (the pointer is gone, or names a later
+//     incarnation);
+//  3. it removes the catalog pointer (unless it already names a later incarnation);
+//  4. it deletes the objects listed in 1, manifests oldest first, then the others: every
+//     version below the marker. The marker stays, so the table's version numbers are
+//     never used again: CreateTable of the name builds a new incarnation on it.
+//
+// Objects written after the listing by writers still running belong to no version that
+// can be published; garbage collection deletes them (the marker fences their writers). A drop
+// that dies midway is finished by dropping again: a table whose HEAD is a drop marker is
+// dropped already, and dropping it deletes what is left below the marker (and a pointer
+// left behind); it reports manifest.ErrTableNotFound (a *manifest.DroppedError) only when
+// nothing was left. It returns the number of objects deleted.
+// Errors: manifest.ErrInvalidTableName, manifest.ErrTableNotFound, ErrTableBusy, store
+// and etcd errors.
 func (db *DB) DropTable(ctx context.Context, name string) (int, error) {
 	if err := manifest.ValidateTableName(name); err != nil {
 		return 0, err
@@ -257,30 +335,44 @@ func (db *DB) DropTable(ctx context.Context, name string) (int, error) {
 				name, ErrTableBusy, len(holds), h.Kind, h.ID, h.Holder, h.Started.Format(time.RFC3339))
 		}
 	}
+	// The listing comes before HEAD is read: every object listed was written before the
+	// marker (read or committed below) existed, so none belongs to a later incarnation.
 	objs, err := db.store.List(ctx, name+"/", 0)
 	if err != nil {
 		return 0, fmt.Errorf("drop table %q: %w", name, err)
 	}
-	if len(objs) == 0 {
-		// A pointer that outlived its objects (a publish that raced an earlier drop)
-		// is all that is left: remove it.
-		if db.cat != nil {
-			if _, _, err := db.cat.Get(ctx, name); err == nil {
-				if err := db.cat.Delete(ctx, name); err != nil {
-					return 0, fmt.Errorf("drop table %q: %w", name, err)
-				}
-				return 0, nil
-			}
-		}
-		return 0, fmt.Errorf("drop table: %w: %q in %s", manifest.ErrTableNotFound, name, db.store.URL())
+	marker, finishing, err := db.dropMarker(ctx, name)
+	if err != nil {
+		return 0, err
 	}
+	removedPointer := false
 	if db.cat != nil {
-		if err := db.cat.Delete(ctx, name); err != nil {
+		var ref catalog.Pointer
+		if marker != nil {
+			ref = catalog.Pointer{Version: marker.Version, ManifestKey: marker.Key(), Incarnation: marker.Incarnation, Since: marker.IncarnationSince}
+		} else {
+			// No manifest at all (what a drop of an older build, or deletion by hand,
+			// leaves): any pointer is stale.
+			ref = catalog.Pointer{Version: math.MaxUint64}
+		}
+		if removedPointer, err = db.cat.DeleteDropped(ctx, name, ref); err != nil {
 			return 0, fmt.Errorf("drop table %q: %w", name, err)
 		}
 	}
+	var doomed []objstore.ObjectInfo
+	for _, o := range objs {
+		if marker == nil || belowMarker(name, o.Key, marker.Version) {
+			doomed = append(doomed, o)
+		}
+	}
+	if len(doomed) == 0 && !removedPointer && (finishing || marker == nil) {
+		if marker == nil {
+			return 0, fmt.Errorf("drop table: %w: %q in %s", manifest.ErrTableNotFound, name, db.store.URL())
+		}
+		return 0, &manifest.DroppedError{Table: name, Version: marker.Version, Detail: "nothing is left to delete"}
+	}
 	versions := manifest.VersionsDir(name)
-	slices.SortStableFunc(objs, func(a, b objstore.ObjectInfo) int {
+	slices.SortStableFunc(doomed, func(a, b objstore.ObjectInfo) int {
 		av, bv := strings.HasPrefix(a.Key, versions), strings.HasPrefix(b.Key, versions)
 		switch {
 		case av && !bv:
@@ -288,20 +380,71 @@ func (db *DB) DropTable(ctx context.Context, name string) (int, error) {
 		case bv && !av:
 			return 1
 		case av && bv:
-			// Oldest version first (manifest keys sort newest first): a drop that dies
-			// midway leaves a table whose HEAD still reads, not one whose newest
-			// remaining version is an expired version's tombstone; dropping again
-			// finishes it.
-			return strings.Compare(b.Key, a.Key)
+			return strings.Compare(b.Key, a.Key) // oldest version first (keys sort newest first)
 		}
 		return 0
 	})
-	for i, o := range objs {
+	for i, o := range doomed {
 		if err := db.store.Delete(ctx, o.Key); err != nil {
 			return i, fmt.Errorf("drop table %q: %w", name, err)
 		}
 	}
-	return len(objs), nil
+	return len(doomed), nil
+}
+
+// dropMarker returns the table's drop marker: the one its HEAD already is (finishing is
+// then true: an earlier drop committed it), or one committed now on top of HEAD. A table
+// with no manifest (objects only) has none: nil. Errors: commit and store errors.
+func (db *DB) dropMarker(ctx context.Context, name string) (*manifest.Manifest, bool, error) {
+	opts := db.opts.Commit
+	opts.Groups = db.groups()
+	for attempt := 1; ; attempt++ {
+		rec, err := manifest.HeadRecord(ctx, db.store, name)
+		if errors.Is(err, manifest.ErrTableNotFound) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("drop table %q: %w", name, err)
+		}
+		if rec.Manifest == nil {
+			return nil, false, fmt.Errorf("drop table %q: HEAD %d is expired (%s): %w", name, rec.Version,
+				manifest.ManifestKey(name, rec.Version), manifest.ErrVersionExpired)
+		}
+		if rec.Manifest.Dropped() {
+			return rec.Manifest, true, nil
+		}
+		read, err := manifest.LoadCounted(ctx, db.store, name, rec.Version, opts.Groups)
+		if err != nil {
+			return nil, false, fmt.Errorf("drop table %q: %w", name, err)
+		}
+		txn := manifest.NewTransaction(read.Version, manifest.Operation{Kind: manifest.OpDrop})
+		m, _, err := manifest.Commit(ctx, db.store, name, read, txn, opts)
+		switch {
+		case err == nil:
+			return m, false, nil
+		case errors.Is(err, manifest.ErrTableDropped) && attempt < 3:
+			continue // another drop committed its marker first: finish that one
+		}
+		return nil, false, fmt.Errorf("drop table %q: commit the drop marker: %w", name, err)
+	}
+}
+
+// belowMarker reports whether key, an object of table, goes with a drop whose marker is
+// version marker: everything except the marker and the versions and transaction records
+// above it (a Create of a new incarnation in flight writes its record before its
+// version).
+func belowMarker(table, key string, marker uint64) bool {
+	if v, err := manifest.ParseManifestKey(table, key); err == nil {
+		return v < marker
+	}
+	if rest, ok := strings.CutPrefix(key, manifest.TxnDir(table)); ok {
+		if n, _, ok := strings.Cut(rest, "-"); ok {
+			if v, err := strconv.ParseUint(n, 10, 64); err == nil {
+				return v < marker
+			}
+		}
+	}
+	return true
 }
 
 // latest loads the published version of a table, or HEAD if it has none.
@@ -318,7 +461,8 @@ func (db *DB) latest(ctx context.Context, name string) (*manifest.Manifest, erro
 	return manifest.LoadHead(ctx, db.store, name)
 }
 
-// Tables lists the tables in the store.
+// Tables lists the tables in the store (a dropped table, whose HEAD is its drop marker,
+// is not one). Cost: one LIST plus one GET per table.
 func (db *DB) Tables(ctx context.Context) ([]string, error) { return manifest.Tables(ctx, db.store) }
 
 // TableStatus compares a table's HEAD with its published version.
@@ -331,15 +475,25 @@ type TableStatus struct {
 
 // Status reports HEAD and the published version of every table. HEAD below the published
 // version is reported as ErrDrift (invariant 3) in the returned error, with the others'
-// status still filled in.
+// status still filled in; so is a pointer left for a dropped table (ErrTableDropped: a
+// drop that died before removing it; dropping again finishes it).
 func (db *DB) Status(ctx context.Context) ([]TableStatus, error) {
-	names, err := db.Tables(ctx)
+	heads, err := manifest.ListTables(ctx, db.store)
 	if err != nil {
 		return nil, err
 	}
+	var names []string
+	dropped := map[string]uint64{} // dropped table -> its marker's version
+	for _, h := range heads {
+		if h.Dropped {
+			dropped[h.Table] = h.Head
+		} else {
+			names = append(names, h.Table)
+		}
+	}
 	if db.cat != nil {
 		// Tables with a pointer but no versions in the store (a drop that raced a
-		// publish) are reported too.
+		// publish), or only a drop marker, are reported too.
 		ptrs, _, err := db.cat.Snapshot(ctx, nil)
 		if err != nil {
 			return nil, err
@@ -370,6 +524,11 @@ func (db *DB) Status(ctx context.Context) ([]TableStatus, error) {
 				err = fmt.Errorf("table %q: %w: published version %d, no versions in the store (key %s)", n, ErrDrift, st.Published, db.cat.Key(n))
 			}
 			errs = append(errs, err)
+			continue
+		}
+		if m, ok := dropped[n]; ok && m == st.Head {
+			errs = append(errs, fmt.Errorf("table %q: %w at version %d, but the catalog still publishes version %d (key %s): drop it again to finish",
+				n, ErrTableDropped, st.Head, st.Published, db.cat.Key(n)))
 			continue
 		}
 		if st.Published > st.Head {

@@ -296,10 +296,17 @@ func TestOpenTableAtDropTableAndWidening(t *testing.T) {
 	if _, err := db.DropTable(ctx, "wide"); !errors.Is(err, manifest.ErrTableNotFound) {
 		t.Fatalf("second drop: %v", err)
 	}
-	// The name can be reused and starts again at version 1.
+	// The name can be reused: a new incarnation, numbered on from the drop marker (v4),
+	// never again from version 1, and the dropped table's versions are not its versions.
 	again, err := db.CreateTable(ctx, "wide", kvSchema)
-	if err != nil || again.Version() != 1 {
+	if err != nil || again.Version() != 5 || again.Manifest().Incarnation == tbl.Manifest().Incarnation {
 		t.Fatalf("recreate: %v", err)
+	}
+	if _, err := db.OpenTableAt(ctx, "wide", 2); !errors.Is(err, manifest.ErrVersionNotFound) {
+		t.Fatalf("a version of the dropped table through OpenTableAt: %v", err)
+	}
+	if _, err := again.Checkout(ctx, 4); !errors.Is(err, manifest.ErrVersionNotFound) {
+		t.Fatalf("the drop marker through Checkout: %v", err)
 	}
 }
 

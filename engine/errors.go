@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/shale-db/shale/internal/panics"
+	"github.com/shale-db/shale/manifest"
 )
 
 var (
@@ -18,9 +19,12 @@ var (
 	// ErrTableBusy: DropTable of a table that a running operation (compaction, long
 	// write) or a pinned reader holds in the catalog.
 	ErrTableBusy = errors.New("table is in use")
-	// ErrTableDropped: a write committed to a table that was dropped meanwhile; its
-	// version is not published (drop the table again to clear what it left).
-	ErrTableDropped = errors.New("table was dropped")
+	// ErrTableDropped: the table was dropped while the write ran (it is
+	// manifest.ErrTableDropped). The write did not take effect and never will: its
+	// transaction met the drop marker in its commit loop, or its version landed in a
+	// number the drop freed and belongs to no table (the pointer names a later
+	// incarnation, or none). What it would have written is in no table.
+	ErrTableDropped = manifest.ErrTableDropped
 	// ErrInternal: an operation panicked (a bug, in Shale or a library it calls) on a
 	// goroutine of a read or write path, and returns the panic as an error naming the
 	// table, version and object when known, with the first frames of the stack. The

@@ -266,10 +266,10 @@ func (db *DB) Commit(ctx context.Context, writes ...*Write) ([]CommitResult, err
 		if err == nil {
 			break
 		}
-		if errors.Is(err, catalog.ErrConflict) && attempt < 5 {
-			continue // a pointer moved; re-check what moved it
+		if (errors.Is(err, catalog.ErrConflict) || errors.Is(err, catalog.ErrNoPointer)) && attempt < 5 {
+			continue // a pointer moved or went (a drop); re-check what happened
 		}
-		return abort(err)
+		return abort(droppedIfIncarnation(err))
 	}
 	out := make([]CommitResult, len(writes))
 	for i, w := range writes {
@@ -292,8 +292,15 @@ func (db *DB) groupUpdates(ctx context.Context, writes []*Write, prepared []*man
 	updates := make([]catalog.Update, len(writes))
 	for i, w := range writes {
 		m := prepared[i]
-		ptr := catalog.Pointer{Version: m.Version, ManifestKey: m.Key(), Checksum: sums[i]}
-		updates[i] = catalog.Update{Table: w.table.name, Mode: catalog.FastForward, Pointer: ptr}
+		updates[i] = catalog.Update{Table: w.table.name, Mode: catalog.FastForwardExisting, Pointer: PointerOf(m, sums[i])}
+		if _, ok := ptrs[w.table.name]; !ok {
+			// No pointer: a table never published, or one dropped (whose pointer must not
+			// come back). Create it only for a version of the live incarnation.
+			if err := manifest.CheckLive(ctx, db.store, m); err != nil {
+				return nil, err
+			}
+			updates[i].Mode = catalog.FastForward
+		}
 		if !logicalPublish(w.txn.Op.Kind) {
 			continue
 		}

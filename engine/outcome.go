@@ -144,6 +144,11 @@ func (t *Table) commit(ctx context.Context, txn manifest.Transaction) (CommitRes
 	res := CommitResult{Version: m.Version, Attempts: stats.Attempts, Rebased: stats.Rebased}
 	also, err := t.publish(ctx, m, stats.Checksum)
 	if err != nil {
+		if errors.Is(err, ErrTableDropped) {
+			// The version landed in a number the drop freed, or the table was dropped
+			// before it could be published: it belongs to no table, and never will.
+			return CommitResult{}, err
+		}
 		return res, &UnknownError{Table: t.name, Txn: txn, Committed: true, Version: m.Version, Err: err}
 	}
 	res.Published, res.AlsoPublished = t.db.cat != nil, also
@@ -174,7 +179,8 @@ func (t *Table) Retry(ctx context.Context, txn manifest.Transaction) (CommitResu
 // publish moves the table's catalog pointer forward to m (no-op without a catalog) and
 // returns the logical versions of other transactions it made visible on the way (see
 // CommitResult.AlsoPublished). The version is committed whatever happens here; an error
-// means only that the pointer may lag.
+// means only that the pointer may lag, except ErrTableDropped: the version belongs to no
+// table.
 //
 // Every single-table write publishes this way, logical or maintenance: the store's
 // put-if-absent of version N is the commit point, and the commit loop has checked our
@@ -182,6 +188,10 @@ func (t *Table) Retry(ctx context.Context, txn manifest.Transaction) (CommitResu
 // to N (or finding it at or past N) publishes a prefix of one linear history. The strict
 // compare-and-swap on read versions applies where etcd is the commit point: multi-table
 // transactions (DB.Commit).
+//
+// The pointer carries m's incarnation (see publishVersion): no publish moves a pointer of
+// a later incarnation, and only a Create, or a version of the live incarnation of a
+// table never published, creates one.
 func (t *Table) publish(ctx context.Context, m *manifest.Manifest, checksum uint32) ([]PublishedVersion, error) {
 	if t.db.cat == nil {
 		return nil, nil
@@ -191,39 +201,73 @@ func (t *Table) publish(ctx context.Context, m *manifest.Manifest, checksum uint
 	if err := seamBeforePublish.Inject(ctx); err != nil {
 		return nil, err
 	}
-	p := catalog.Pointer{Version: m.Version, ManifestKey: m.Key(), Checksum: checksum}
-	var (
-		adv catalog.Advanced
-		err error
-	)
-	if m.Version == 1 {
-		adv, err = t.db.cat.Advance(ctx, t.name, p, false)
-	} else {
-		// Never re-create a pointer a drop removed. An absent pointer is legitimate only
-		// for a table that was never published (created without a catalog): its first
-		// version is still in the store (a drop deletes it first).
-		adv, err = t.db.cat.Advance(ctx, t.name, p, true)
-		if errors.Is(err, catalog.ErrNoPointer) {
-			v1 := manifest.ManifestKey(t.name, 1)
-			if _, herr := t.db.store.Head(ctx, v1); herr == nil {
-				adv, err = t.db.cat.Advance(ctx, t.name, p, false)
-			} else if errors.Is(herr, objstore.ErrNotFound) {
-				err = fmt.Errorf("%w: no published pointer and no version 1 (%s)", ErrTableDropped, v1)
-			} else {
-				err = errors.Join(err, herr)
-			}
-		}
-	}
+	adv, err := publishVersion(ctx, t.db.store, t.db.cat, m, checksum)
 	if err == nil {
 		err = seamAfterPublish.Inject(ctx)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("table %q: version %d committed but not published: %w", t.name, m.Version, err)
 	}
-	if adv.Now.Version != m.Version || adv.Prev+1 >= m.Version {
+	// Versions below the incarnation's first are another incarnation's: never ours to list.
+	from := max(adv.Prev+1, m.IncarnationSince)
+	if adv.Now.Version != m.Version || from >= m.Version {
 		return nil, nil // nobody else's version became visible through us
 	}
-	return t.othersPublished(ctx, adv.Prev+1, m.Version-1), nil
+	return t.othersPublished(ctx, from, m.Version-1), nil
+}
+
+// PointerOf is the catalog pointer publishing version m (whose manifest object has
+// checksum): its version, key, checksum and incarnation.
+func PointerOf(m *manifest.Manifest, checksum uint32) catalog.Pointer {
+	return catalog.Pointer{Version: m.Version, ManifestKey: m.Key(), Checksum: checksum,
+		Incarnation: m.Incarnation, Since: m.IncarnationSince}
+}
+
+// publishVersion fast-forwards the catalog pointer of m's table to m (PointerOf: it
+// carries m's incarnation). A Create publishes by fast-forward, creating the pointer or
+// replacing one of the incarnation a drop ended. Every other version never creates a
+// pointer (a drop removed it), and no version moves a pointer of a later incarnation (the
+// table was dropped and created again, and m landed in a version number the drop freed):
+// both are ErrTableDropped. An absent pointer is created only for a version of the live
+// incarnation as the store shows it (manifest.CheckLive: a table never published, e.g.
+// created without a catalog); if a drop removed it meanwhile, the pointer is taken back.
+// Errors: ErrTableDropped (wrapping the catalog's or the store's evidence), catalog and
+// store errors.
+func publishVersion(ctx context.Context, s objstore.Store, cat *catalog.Catalog, m *manifest.Manifest, checksum uint32) (catalog.Advanced, error) {
+	p := PointerOf(m, checksum)
+	if m.Txn.Op.Kind == manifest.OpCreate {
+		adv, err := cat.Advance(ctx, m.Table, p, false)
+		return adv, droppedIfIncarnation(err)
+	}
+	adv, err := cat.Advance(ctx, m.Table, p, true)
+	if !errors.Is(err, catalog.ErrNoPointer) {
+		return adv, droppedIfIncarnation(err)
+	}
+	if err := manifest.CheckLive(ctx, s, m); err != nil {
+		return adv, err
+	}
+	if adv, err = cat.Advance(ctx, m.Table, p, false); err != nil {
+		return adv, droppedIfIncarnation(err)
+	}
+	// A drop may have committed its marker and removed the pointer between the check and
+	// the write: then the pointer just created names a dropped table. Look again, and
+	// take it back if so.
+	if err := manifest.CheckLive(ctx, s, m); errors.Is(err, manifest.ErrTableDropped) {
+		if _, derr := cat.DeleteDropped(ctx, m.Table, p); derr != nil {
+			return adv, errors.Join(err, derr)
+		}
+		return adv, err
+	}
+	return adv, nil
+}
+
+// droppedIfIncarnation words a publish refused for a pointer of a later incarnation as
+// ErrTableDropped.
+func droppedIfIncarnation(err error) error {
+	if errors.Is(err, catalog.ErrIncarnation) {
+		return fmt.Errorf("%w and created again; the version belongs to no table: %w", ErrTableDropped, err)
+	}
+	return err
 }
 
 // othersPublished lists the logical versions in [from, to] (versions of other writers

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -51,10 +52,15 @@ func (t *Table) Refresh(ctx context.Context) error {
 
 // Checkout returns a read-only handle at version v (time travel). A prepared version of an
 // aborted multi-table group reads as the nearest version below it that counts (see
-// DB.OpenTableAt). Errors: manifest.ErrVersionNotFound.
+// DB.OpenTableAt). Only versions of this handle's incarnation of the table are its
+// versions: one of an earlier incarnation (the table was dropped and created again) or a
+// drop marker is ErrVersionNotFound. Errors: manifest.ErrVersionNotFound.
 func (t *Table) Checkout(ctx context.Context, v uint64) (*Table, error) {
 	m, err := t.db.loadAt(ctx, t.name, v)
 	if err != nil {
+		return nil, err
+	}
+	if err := ofIncarnation(t.m, m); err != nil {
 		return nil, err
 	}
 	return &Table{db: t.db, name: t.name, m: m, readOnly: true}, nil
@@ -82,14 +88,17 @@ type VersionInfo struct {
 }
 
 // Versions lists every version still readable, ascending (one LIST plus one GET per
-// version number, expired ones included). A prepared version of an aborted multi-table
-// group is listed with Aborted set and the rows of the version it reads as. A pending
-// group is not waited for: its versions are listed unpublished and not aborted.
+// version number from the handle's incarnation's first, expired ones included). A
+// prepared version of an aborted multi-table group is listed with Aborted set and the
+// rows of the version it reads as. A pending group is not waited for: its versions are
+// listed unpublished and not aborted. Versions of earlier incarnations of the table (it
+// was dropped and created again) and drop markers are not listed.
 func (t *Table) Versions(ctx context.Context) ([]VersionInfo, error) {
 	vs, err := manifest.Versions(ctx, t.db.store, t.name)
 	if err != nil {
 		return nil, err
 	}
+	vs = slices.DeleteFunc(vs, func(v uint64) bool { return v < t.m.IncarnationSince })
 	var published uint64
 	if t.db.cat != nil {
 		if p, _, err := t.db.cat.Get(ctx, t.name); err == nil {
@@ -104,6 +113,9 @@ func (t *Table) Versions(ctx context.Context) ([]VersionInfo, error) {
 		}
 		if err != nil {
 			return nil, err
+		}
+		if m.Dropped() || !manifest.SameIncarnation(t.m, m) {
+			continue
 		}
 		info := VersionInfo{
 			Version: v, Operation: m.Txn.Op.Kind, Transaction: m.Txn.ID, ReadVersion: m.Txn.ReadVersion,

@@ -63,6 +63,9 @@ func (t *Table) duplicate(ctx context.Context, dup *manifest.DuplicateError) (Co
 		return res, fmt.Errorf("table %q: idempotency key committed as version %d: %w", t.name, dup.Version, err)
 	default:
 		also, err := t.publish(ctx, m, m.Checksum())
+		if errors.Is(err, ErrTableDropped) {
+			return CommitResult{}, err // that version belongs to no table (any more)
+		}
 		if err != nil {
 			return res, &UnknownError{Table: t.name, Txn: m.Txn, Committed: true, Version: m.Version, Err: err}
 		}

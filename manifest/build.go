@@ -127,8 +127,8 @@ func Build(table string, parent *Manifest, txn Transaction) (*Manifest, error) {
 		}
 	case OpDrop:
 		// The drop marker: the schema stays (so the version decodes as any other), the
-		// rows, indexes, WAL watermarks and configuration go.
-		m.Fragments, m.Indexes, m.WALMerged = nil, nil, nil
+		// rows, indexes, WAL watermarks, configuration and remembered idempotency keys go.
+		m.Fragments, m.Indexes, m.WALMerged, m.Idempotency = nil, nil, nil, nil
 		m.Config = map[string]string{}
 	default:
 		return nil, fmt.Errorf("unknown operation %q", op.Kind)
