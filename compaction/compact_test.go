@@ -3,11 +3,14 @@ package compaction
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/shale-db/shale/engine"
+	"github.com/shale-db/shale/engine/enginetest"
 	"github.com/shale-db/shale/internal/storetest"
 	"github.com/shale-db/shale/manifest"
 )
@@ -267,4 +270,54 @@ func TestCompactAfterSchemaChange(t *testing.T) {
 		t.Fatalf("first row %q, want the added column null", want[0])
 	}
 	equalRows(t, "after dropping a column and compacting", rowsOf(t, now), want)
+}
+
+// TestCompactionRacingDropIsRejected (issue 8 item 10): a compaction whose hold was lost
+// while its table was dropped and created again cannot commit its rewrite into the new
+// table: its commit meets the drop marker (or, when its version number was freed by the
+// drop, its publish meets the new incarnation's pointer) and fails with
+// engine.ErrTableDropped. The new table keeps its own rows and pointer.
+func TestCompactionRacingDropIsRejected(t *testing.T) {
+	for _, hole := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hole=%v", hole), func(t *testing.T) {
+			ctx := context.Background()
+			schema, batches := intBatches(22, 100)
+			db := openDB(t, storetest.Mem(t))
+			appendEach(t, db, "t", schema, batches[:20])
+			ex := New(db)
+			var again *engine.Table
+			ex.Hooks.BeforeCommit = func(ctx context.Context, p *Plan) error {
+				if hole { // one more version: the compaction's number is then below the marker
+					w, err := db.OpenTable(ctx, "t")
+					if err != nil {
+						return err
+					}
+					if _, err := w.AppendRecord(ctx, batches[20]); err != nil {
+						return err
+					}
+				}
+				enginetest.ExpireHolds(t, db, "t")
+				if _, err := db.DropTable(ctx, "t"); err != nil {
+					return err
+				}
+				var err error
+				if again, err = db.CreateTable(ctx, "t", schema); err != nil {
+					return err
+				}
+				_, err = again.AppendRecord(ctx, batches[21])
+				return err
+			}
+			st, err := ex.Run(ctx, "t", Options{})
+			if !errors.Is(err, engine.ErrTableDropped) {
+				t.Fatalf("compaction racing a drop: %+v %v, want ErrTableDropped", st, err)
+			}
+			tbl, err := db.OpenTable(ctx, "t")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tbl.Version() != again.Version() || len(rowsOf(t, tbl)) != 100 {
+				t.Fatalf("re-created table at v%d with %d rows, want v%d with the 100 appended to it", tbl.Version(), len(rowsOf(t, tbl)), again.Version())
+			}
+		})
+	}
 }

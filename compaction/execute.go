@@ -321,7 +321,12 @@ func (e *Executor) publish(ctx context.Context, m *manifest.Manifest, checksum u
 	if err := seamBeforePublish.Inject(ctx); err != nil {
 		return fmt.Errorf("table %q: version %d: %w: %w", m.Table, m.Version, ErrNotPublished, err)
 	}
-	_, err := e.Catalog.FastForward(ctx, m.Table, catalog.Pointer{Version: m.Version, ManifestKey: m.Key(), Checksum: checksum})
+	_, err := engine.PublishVersion(ctx, e.Store, e.Catalog, m, checksum)
+	if errors.Is(err, engine.ErrTableDropped) {
+		// The table was dropped: the rewrite is in no table (its sidecar stays for
+		// recovery, which deletes what it wrote).
+		return fmt.Errorf("table %q: compaction version %d: %w", m.Table, m.Version, err)
+	}
 	if err != nil {
 		return fmt.Errorf("table %q: version %d: %w: %w", m.Table, m.Version, ErrNotPublished, err)
 	}

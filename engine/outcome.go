@@ -189,7 +189,7 @@ func (t *Table) Retry(ctx context.Context, txn manifest.Transaction) (CommitResu
 // compare-and-swap on read versions applies where etcd is the commit point: multi-table
 // transactions (DB.Commit).
 //
-// The pointer carries m's incarnation (see publishVersion): no publish moves a pointer of
+// The pointer carries m's incarnation (see PublishVersion): no publish moves a pointer of
 // a later incarnation, and only a Create, or a version of the live incarnation of a
 // table never published, creates one.
 func (t *Table) publish(ctx context.Context, m *manifest.Manifest, checksum uint32) ([]PublishedVersion, error) {
@@ -201,7 +201,7 @@ func (t *Table) publish(ctx context.Context, m *manifest.Manifest, checksum uint
 	if err := seamBeforePublish.Inject(ctx); err != nil {
 		return nil, err
 	}
-	adv, err := publishVersion(ctx, t.db.store, t.db.cat, m, checksum)
+	adv, err := PublishVersion(ctx, t.db.store, t.db.cat, m, checksum)
 	if err == nil {
 		err = seamAfterPublish.Inject(ctx)
 	}
@@ -223,8 +223,9 @@ func PointerOf(m *manifest.Manifest, checksum uint32) catalog.Pointer {
 		Incarnation: m.Incarnation, Since: m.IncarnationSince}
 }
 
-// publishVersion fast-forwards the catalog pointer of m's table to m (PointerOf: it
-// carries m's incarnation). A Create publishes by fast-forward, creating the pointer or
+// PublishVersion fast-forwards the catalog pointer of m's table to m (PointerOf: it
+// carries m's incarnation), as every single-table write does; maintenance (compaction,
+// recovery's roll forward, repair) publishes through it too. A Create publishes by fast-forward, creating the pointer or
 // replacing one of the incarnation a drop ended. Every other version never creates a
 // pointer (a drop removed it), and no version moves a pointer of a later incarnation (the
 // table was dropped and created again, and m landed in a version number the drop freed):
@@ -233,7 +234,7 @@ func PointerOf(m *manifest.Manifest, checksum uint32) catalog.Pointer {
 // created without a catalog); if a drop removed it meanwhile, the pointer is taken back.
 // Errors: ErrTableDropped (wrapping the catalog's or the store's evidence), catalog and
 // store errors.
-func publishVersion(ctx context.Context, s objstore.Store, cat *catalog.Catalog, m *manifest.Manifest, checksum uint32) (catalog.Advanced, error) {
+func PublishVersion(ctx context.Context, s objstore.Store, cat *catalog.Catalog, m *manifest.Manifest, checksum uint32) (catalog.Advanced, error) {
 	p := PointerOf(m, checksum)
 	if m.Txn.Op.Kind == manifest.OpCreate {
 		adv, err := cat.Advance(ctx, m.Table, p, false)
