@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
@@ -61,8 +62,7 @@ func Fence(ctx context.Context, s objstore.Store, cat *catalog.Catalog, read *ma
 	if _, err := cat.WaitAtLeast(wctx, read.Table, m.Version-1); err != nil {
 		return res, nil // left for the next write (or repair) to publish with its neighbours
 	}
-	p := catalog.Pointer{Version: m.Version, ManifestKey: m.Key(), Checksum: m.Checksum()}
-	if _, err := cat.FastForwardExisting(wctx, read.Table, p); err == nil {
+	if _, err := cat.FastForwardExisting(wctx, read.Table, engine.PointerOf(m, m.Checksum())); err == nil {
 		res.Published = true
 	} else if !errors.Is(err, catalog.ErrNoPointer) && ctx.Err() != nil {
 		return res, fmt.Errorf("table %q: publish abort version %d: %w", read.Table, m.Version, ctx.Err())

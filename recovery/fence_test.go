@@ -3,11 +3,16 @@ package recovery
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/internal/failpoint"
 	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/manifest/catalog"
 )
 
 // TestRollBackFencesTheOperation: after a roll back, a late commit of the operation's
@@ -147,4 +152,56 @@ func TestFenceIsPlannedOnTheScannedHead(t *testing.T) {
 		}
 	}
 	rowsOf(t, db, "t") // readable
+}
+
+// TestSidecarOfDroppedTable (issue 8 item 10): a compaction that crashed before or after
+// its commit leaves a sidecar; the table is then dropped (and created again, or not).
+// Recover rolls the operation back without a fence (the drop marker fences it) and
+// deletes its files and sidecar; it never publishes the crashed operation's version,
+// never brings a dropped table's pointer back and never touches the new incarnation.
+// RollForward (the hook run before a table's first write) leaves such a sidecar.
+func TestSidecarOfDroppedTable(t *testing.T) {
+	for _, seam := range []string{"manifest.before_version_put", "compaction.after_commit"} {
+		for _, recreate := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/recreate=%v", seam, recreate), func(t *testing.T) {
+				ctx := context.Background()
+				s, db, sc := crashedCompaction(t, seam)
+				if _, err := db.DropTable(ctx, "t"); err != nil {
+					t.Fatal(err)
+				}
+				var again *engine.Table
+				if recreate {
+					var err error
+					if again, err = db.CreateTable(ctx, "t", arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.PrimitiveTypes.Int64}}, nil)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if rep, err := RollForward(ctx, s, db.Catalog(), "t", Options{}); err != nil || len(rep.Outcomes) != 1 || rep.Outcomes[0].Action != NotLanded {
+					t.Fatalf("roll forward: %+v %v, want the sidecar left (not landed)", rep, err)
+				}
+				rep, err := Recover(ctx, s, db.Catalog(), "t", Options{MinAge: -1})
+				if err != nil || len(rep.Outcomes) != 1 || rep.Outcomes[0].Action != RolledBack || rep.Outcomes[0].Fence != 0 {
+					t.Fatalf("recover: %+v %v, want rolled back without a fence", rep, err)
+				}
+				if keys, err := Pending(ctx, s, "t"); err != nil || len(keys) != 0 {
+					t.Fatalf("sidecars left: %v %v", keys, err)
+				}
+				for _, a := range sc.Attempts {
+					if objs, err := s.List(ctx, a.DataPrefix, 0); err != nil || len(objs) != 0 {
+						t.Fatalf("files left under %s: %v %v", a.DataPrefix, objs, err)
+					}
+				}
+				p, _, err := db.Catalog().Get(ctx, "t")
+				switch {
+				case !recreate && !errors.Is(err, catalog.ErrNoPointer):
+					t.Fatalf("pointer of the dropped table: %+v %v", p, err)
+				case recreate && (err != nil || p.Version != again.Version()):
+					t.Fatalf("pointer %+v %v, want the new incarnation's version %d", p, err, again.Version())
+				}
+				if h, _ := manifest.Head(ctx, s, "t"); recreate && h != again.Version() {
+					t.Fatalf("HEAD %d, want %d (recovery committed on the new table)", h, again.Version())
+				}
+			})
+		}
+	}
 }

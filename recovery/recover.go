@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/internal/failpoint"
 	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
@@ -406,9 +407,20 @@ func (r *recoverer) resolveOnce(ctx context.Context, key string, sc Sidecar, out
 	head, err := manifest.Head(ctx, r.s, sc.Table)
 	switch {
 	case errors.Is(err, manifest.ErrTableNotFound):
-		head = 0 // dropped: no version references anything
+		head = 0 // no versions left: none references anything
 	case err != nil:
 		return out, fmt.Errorf("sidecar %s: table %q: %w", key, sc.Table, err)
+	}
+	// An operation of an incarnation that a drop ended (HEAD is the drop marker, or a
+	// version of a later incarnation) cannot commit any more, and what it may have
+	// committed belongs to no table: nothing to roll forward and nothing to fence (the
+	// marker fences it), only its files to delete.
+	dropped, err := r.droppedSince(ctx, sc.Table, head, from)
+	if err != nil {
+		return out, fmt.Errorf("sidecar %s: %w", key, err)
+	}
+	if dropped {
+		head = 0
 	}
 	// A version at or below `from` existed before any attempt wrote a file, so it can
 	// neither carry the operation's transactions nor reference its files. Expired
@@ -453,6 +465,10 @@ func (r *recoverer) resolveOnce(ctx context.Context, key string, sc Sidecar, out
 			out.Action = AlreadyPublished
 		} else if r.cat != nil {
 			pub, err := r.publish(ctx, landed.Manifest)
+			if errors.Is(err, manifest.ErrTableDropped) {
+				// Dropped since the scan: the version is in no table; roll back.
+				return r.resolveDropped(ctx, key, sc, Outcome{Key: out.Key, Operation: out.Operation, Table: out.Table})
+			}
 			if err != nil {
 				return out, fmt.Errorf("sidecar %s: table %q: roll forward version %d: %w", key, sc.Table, landed.Version, err)
 			}
@@ -468,6 +484,9 @@ func (r *recoverer) resolveOnce(ctx context.Context, key string, sc Sidecar, out
 		if r.forwardOnly {
 			out.Action = NotLanded
 			return out, nil
+		}
+		if dropped {
+			return r.resolveDropped(ctx, key, sc, out)
 		}
 		out.Action = RolledBack
 		// Fence the transactions before deleting their files: a process that still runs
@@ -499,6 +518,42 @@ func (r *recoverer) resolveOnce(ctx context.Context, key string, sc Sidecar, out
 			}
 		}
 	}
+	return r.deleteFiles(ctx, key, sc, out, referenced)
+}
+
+// resolveDropped rolls back the operation of sidecar sc on a table dropped since it was
+// planned: no fence (the drop marker fences its transactions), every file under its
+// attempts' prefixes deleted (no version of a live table references them), then the
+// sidecar. RollForward leaves it (NotLanded).
+func (r *recoverer) resolveDropped(ctx context.Context, key string, sc Sidecar, out Outcome) (Outcome, error) {
+	if r.forwardOnly {
+		out.Action = NotLanded
+		return out, nil
+	}
+	out.Action, out.Fence = RolledBack, 0
+	return r.deleteFiles(ctx, key, sc, out, nil)
+}
+
+// droppedSince reports whether the operation planned at read version from belongs to an
+// incarnation of table that a drop has ended since: HEAD (version head; 0 for none) is a
+// drop marker, or belongs to a later incarnation (its first version is above from).
+func (r *recoverer) droppedSince(ctx context.Context, table string, head, from uint64) (bool, error) {
+	if head == 0 {
+		return false, nil
+	}
+	rec, err := manifest.LoadRecord(ctx, r.s, table, head)
+	if err != nil {
+		return false, fmt.Errorf("table %q: HEAD %d: %w", table, head, err)
+	}
+	if rec.Txn != nil && rec.Txn.Op.Kind == manifest.OpDrop {
+		return true, nil
+	}
+	return rec.Manifest != nil && rec.Manifest.IncarnationSince > from, nil
+}
+
+// deleteFiles deletes the files under sc's attempts' prefixes that no version references
+// (referenced), then the sidecar; RollForward only reports that files are left.
+func (r *recoverer) deleteFiles(ctx context.Context, key string, sc Sidecar, out Outcome, referenced map[string]bool) (Outcome, error) {
 	// Files of attempts that did not land (and, defensively, any file no version names).
 	for _, a := range sc.Attempts {
 		objs, err := r.s.List(ctx, a.DataPrefix, 0)
@@ -558,24 +613,17 @@ func (r *recoverer) fence(ctx context.Context, sc Sidecar, txns map[string]bool,
 
 type published struct{ prev, now uint64 }
 
-// publish fast-forwards the table's pointer to m (a no-op when it is at or past m).
+// publish fast-forwards the table's pointer to m (a no-op when it is at or past m), as
+// writers publish (engine.PublishVersion: the pointer carries m's incarnation, and a
+// version of a dropped table is refused with manifest.ErrTableDropped).
 func (r *recoverer) publish(ctx context.Context, m *manifest.Manifest) (published, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.opts.PublishTimeout)
 	defer cancel()
-	var pub published
-	p, _, err := r.cat.Get(ctx, m.Table)
-	switch {
-	case err == nil:
-		pub.prev = p.Version
-	case !errors.Is(err, catalog.ErrNoPointer):
-		return pub, err
-	}
-	now, err := r.cat.FastForward(ctx, m.Table, catalog.Pointer{Version: m.Version, ManifestKey: m.Key(), Checksum: m.Checksum()})
+	adv, err := engine.PublishVersion(ctx, r.s, r.cat, m, m.Checksum())
 	if err != nil {
-		return pub, err
+		return published{}, err
 	}
-	pub.now = now.Version
-	return pub, nil
+	return published{prev: adv.Prev, now: adv.Now.Version}, nil
 }
 
 func underAny(key string, as []Attempt) bool {
