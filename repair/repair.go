@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
@@ -211,8 +212,9 @@ func Allowed(p Plan, force bool) error {
 // last because an operation writes its sidecar before it commits: a sidecar naming a
 // version read here is either still listed or already resolved. Cost: one etcd read, one
 // LIST of the versions and of _recovery/, one GET per drifting version and per sidecar.
-// Errors: ErrNoCatalog, manifest.ErrTableNotFound, store, etcd and manifest errors
-// (naming the table, version and key).
+// Errors: ErrNoCatalog, manifest.ErrTableNotFound (a *manifest.DroppedError for a dropped
+// table), store, etcd and manifest errors (naming the table, version and key). Drift is
+// counted in HEAD's incarnation: a pointer left from an earlier one counts as none.
 func Inspect(ctx context.Context, s objstore.Store, cat *catalog.Catalog, table string) (Plan, error) {
 	if cat == nil {
 		return Plan{}, fmt.Errorf("table %q: %w", table, ErrNoCatalog)
@@ -229,8 +231,22 @@ func Inspect(ctx context.Context, s objstore.Store, cat *catalog.Catalog, table 
 	if err != nil {
 		return Plan{}, fmt.Errorf("table %q: %w", table, err)
 	}
+	// Drift is counted in HEAD's incarnation: a dropped table has none to publish, and a
+	// pointer left from an earlier incarnation (a drop, then a create whose publish did
+	// not finish) counts as no pointer.
+	first := uint64(1)
+	if rec, err := manifest.LoadRecord(ctx, s, table, head); err != nil {
+		return Plan{}, fmt.Errorf("table %q: HEAD: %w", table, err)
+	} else if rec.Txn != nil && rec.Txn.Op.Kind == manifest.OpDrop {
+		return Plan{}, &manifest.DroppedError{Table: table, Version: head, Detail: "nothing to repair"}
+	} else if rec.Manifest != nil {
+		first = max(first, rec.Manifest.IncarnationSince)
+	}
+	if published < first {
+		published = 0
+	}
 	var ms []*manifest.Manifest
-	for v := published + 1; v <= head; v++ {
+	for v := max(published+1, first); v <= head; v++ {
 		m, err := manifest.Load(ctx, s, table, v)
 		if err != nil {
 			return Plan{}, fmt.Errorf("table %q: drifting version %d (%s): %w", table, v, manifest.ManifestKey(table, v), err)
@@ -297,10 +313,10 @@ func Repair(ctx context.Context, s objstore.Store, cat *catalog.Catalog, table s
 	if err != nil {
 		return res, fmt.Errorf("table %q: version %d: %w", table, p.Target, err)
 	}
-	now, err := cat.FastForward(ctx, table, catalog.Pointer{Version: m.Version, ManifestKey: m.Key(), Checksum: m.Checksum()})
+	adv, err := engine.PublishVersion(ctx, s, cat, m, m.Checksum())
 	if err != nil {
 		return res, fmt.Errorf("table %q: publish version %d (%s): %w", table, m.Version, m.Key(), err)
 	}
-	res.Repaired, res.PublishedNow = true, now.Version
+	res.Repaired, res.PublishedNow = true, adv.Now.Version
 	return res, nil
 }

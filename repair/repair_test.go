@@ -215,3 +215,57 @@ func TestRepairWithoutCatalog(t *testing.T) {
 		t.Fatalf("got %v, want ErrNoCatalog", err)
 	}
 }
+
+// TestRepairAfterDropAndCreate (issue 8 item 10): a dropped table has nothing to repair
+// (ErrTableNotFound, ErrTableDropped), and a table created again whose first writes were
+// never published, with the dropped incarnation's pointer left behind, counts its drift
+// from its own first version (never the dropped one's versions) and publishes over the
+// stale pointer.
+func TestRepairAfterDropAndCreate(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.Mem(t)
+	db := enginetest.OpenDB(t, s, engine.Options{})
+	tbl, err := db.CreateTable(ctx, "t", schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRows(t, tbl, 0, 3)
+	stale, _, err := db.Catalog().Get(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.DropTable(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Inspect(ctx, s, db.Catalog(), "t"); !errors.Is(err, manifest.ErrTableNotFound) || !errors.Is(err, manifest.ErrTableDropped) {
+		t.Fatalf("inspect of a dropped table: %v", err)
+	}
+	// Created again by a DB without a catalog (nothing published), then the dropped
+	// incarnation's pointer put back (a drop that died before removing it).
+	bare, err := engine.Open(ctx, s, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := bare.CreateTable(ctx, "t", schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRows(t, again, 10, 2)
+	if _, err := db.Catalog().FastForward(ctx, "t", stale); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Inspect(ctx, s, db.Catalog(), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Published != 0 || len(p.Versions) != 2 || p.Versions[0].Version != again.Manifest().IncarnationSince || p.Target != again.Version() {
+		t.Fatalf("plan %+v, want the new incarnation's versions %d..%d as unpublished drift", p, again.Manifest().IncarnationSince, again.Version())
+	}
+	res, err := Repair(ctx, s, db.Catalog(), "t", Options{Confirm: true, Force: true})
+	if err != nil || !res.Repaired || res.PublishedNow != again.Version() {
+		t.Fatalf("repair: %+v %v", res, err)
+	}
+	if got := rowsAt(t, db, "t", again.Version()); fmt.Sprint(got) != "[10 11]" {
+		t.Fatalf("rows %v", got)
+	}
+}
