@@ -18,15 +18,28 @@
 // died between deleting the sidecar and releasing the claim) is deleted once older than
 // the claim TTL (recovery.OrphanClaims). Keys GC does not recognise are kept and reported.
 //
-// Leftovers of dropped tables (when Run covers every table): engine.DB.DropTable deletes
-// the catalog pointer, then the manifests, then the other objects, so a drop that died
-// midway, or a short write that raced a drop, leaves objects under <table>/ with no
-// manifest; manifest.Tables no longer lists such a table. A top-level prefix with a
-// valid table name and data/, _deletions/, _txn/ or _versions/ children but no
-// manifest (DroppedCandidates) has those children deleted once older than the grace
-// period, unless the catalog has a pointer or a live hold for the name, or a pending
-// recovery sidecar names it. Other keys under it, top-level objects and the store's own
-// prefixes (_shale/, _recovery/, _probe/, .shale-tmp/) are never touched.
+// Incarnations: a table dropped and created again is a new incarnation, numbered on from
+// the drop marker (manifest.OpDrop). Only HEAD's incarnation is retained (versions from
+// its Create, TableReport.IncarnationSince); the manifests and tombstones below it (the
+// marker, versions a drop that died midway left, a version a writer of the dropped table
+// put into a number the drop freed) are garbage with their records and files, deleted
+// once older than the grace period. Their transactions need no fence: the marker fences
+// them, and a version below it can never be published (the catalog pointer names a
+// later incarnation).
+//
+// Leftovers of dropped tables: engine.DB.DropTable commits a drop marker, removes the
+// catalog pointer, then deletes the table's objects below the marker, and the marker
+// stays; a drop that died midway, or a write that raced the drop, leaves objects below
+// it. A table whose HEAD is a drop marker (manifest.Tables no longer lists it) has every
+// object under data/, _deletions/, _txn/ and _versions/ except the marker and its
+// transaction record deleted once older than the grace period; so does a top-level
+// prefix with a valid table name and such children but no manifest at all
+// (DroppedCandidates: what drops of older builds left). Either is kept whole while the
+// catalog has a pointer (a drop that died before removing it: dropping again finishes
+// it) or a live hold for the name, or a pending recovery sidecar names it. Other keys
+// under it, top-level objects and the store's own prefixes (_shale/, _recovery/,
+// _probe/, .shale-tmp/) are never touched. A run over one table does this for that
+// table when it is dropped.
 //
 // Order (each step is safe to crash after; the next run finishes the job):
 //
@@ -49,8 +62,9 @@
 //     committed meanwhile the run reads forward and fences again. Then every unreferenced
 //     file goes, with the expired versions' transaction records. A live hold on a version
 //     that is already expired (its references unknown) keeps every data file this run;
-//  6. every table only: list the store, then for each manifest-less table prefix read
-//     the pointer, the holds, the pending sidecars and the manifests again, and delete
-//     its old objects (a table re-created meanwhile has a manifest or young files);
+//  6. list the store (or the one table's prefix), then for each dropped table (HEAD a
+//     drop marker, or no manifest) read the pointer, the holds, the pending sidecars and
+//     HEAD again, and delete its old objects (a table created again meanwhile has a
+//     version above the marker, or a manifest, or young files);
 //  7. old temp files, probe objects and orphaned recovery claims.
 package gc

@@ -77,18 +77,70 @@ type DroppedSkip struct {
 	Reason string `json:"reason"`
 }
 
-// collectDropped deletes the leftovers of dropped tables (see DroppedCandidates) older
-// than the grace period. A candidate is skipped whole when the catalog has a pointer for
-// it, a live hold on it, or a pending recovery sidecar names it (or cannot be read), or
-// when a manifest appeared under it since the listing (the table was re-created).
-// Objects younger than the grace period are kept (a short write racing the drop, or the
-// first files of a table being created under the same name).
-func collectDropped(ctx context.Context, s objstore.Store, cat *catalog.Catalog, p Policy, rep *Report) error {
-	objs, err := s.List(ctx, "", 0)
+// markerLeftovers returns the objects of a dropped table h (HEAD a drop marker) that go:
+// every object under its data/, _deletions/, _txn/ and _versions/ except the marker
+// manifest and its transaction record, ascending by key (objs, any order). The marker
+// stays for good: it keeps the table's version numbers from being used again.
+func markerLeftovers(h manifest.TableHead, objs []objstore.ObjectInfo) []objstore.ObjectInfo {
+	var out []objstore.ObjectInfo
+	keep := manifest.ManifestKey(h.Table, h.Head)
+	for _, o := range objs {
+		rest, ok := strings.CutPrefix(o.Key, h.Table+"/")
+		if !ok || o.Key == keep || o.Key == h.TxnKey {
+			continue
+		}
+		for _, d := range tableDirs {
+			if strings.HasPrefix(rest, d) && len(rest) > len(d) {
+				out = append(out, o)
+				break
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+// collectDropped deletes the leftovers of dropped tables older than the grace period:
+// those of manifest-less prefixes (DroppedCandidates: a drop by an older build, or objects
+// a write racing such a drop left) and those of tables whose HEAD is a drop marker
+// (markerLeftovers: a drop that died midway, versions and files a writer racing the drop
+// wrote after its listing). only restricts the run to one table ("" = every table). A
+// candidate is skipped whole when the catalog has a pointer for it (a drop that died
+// before removing it: dropping again finishes it), a live hold on it, or a pending
+// recovery sidecar names it (or cannot be read), or when it was created again since the
+// listing. Objects younger than the grace period are kept (a short write racing the drop,
+// or the first files of a table being created under the same name). heads caches HEAD
+// manifests read (manifest.HeadsOf); tables in live were just collected as live tables
+// and are not looked at (one dropped since is collected by the next run).
+func collectDropped(ctx context.Context, s objstore.Store, cat *catalog.Catalog, p Policy, rep *Report, only string, heads map[string]manifest.TableHead, live map[string]bool) error {
+	prefix := ""
+	if only != "" {
+		prefix = only + "/"
+	}
+	all, err := s.List(ctx, prefix, 0)
 	if err != nil {
-		return fmt.Errorf("list %s: %w", s.URL(), err)
+		return fmt.Errorf("list %s%s: %w", s.URL(), prefix, err)
+	}
+	objs := all[:0:0]
+	for _, o := range all {
+		if t, _, _ := strings.Cut(o.Key, "/"); !live[t] {
+			objs = append(objs, o)
+		}
 	}
 	cands := DroppedCandidates(objs)
+	hs, err := manifest.HeadsOf(ctx, s, objs, heads)
+	if err != nil {
+		return err
+	}
+	markers := map[string]uint64{}
+	for _, h := range hs {
+		if !h.Dropped {
+			continue
+		}
+		if left := markerLeftovers(h, objs); len(left) > 0 {
+			cands[h.Table], markers[h.Table] = left, h.Head
+		}
+	}
 	tables := make([]string, 0, len(cands))
 	for t := range cands {
 		tables = append(tables, t)
@@ -96,7 +148,7 @@ func collectDropped(ctx context.Context, s objstore.Store, cat *catalog.Catalog,
 	sort.Strings(tables)
 	// The listing came first: a pointer, hold or sidecar made before it is seen below.
 	for _, t := range tables {
-		why, err := droppedBlocker(ctx, s, cat, t)
+		why, err := droppedBlocker(ctx, s, cat, t, markers[t])
 		if err != nil {
 			return fmt.Errorf("table %q (dropped?): %w", t, err)
 		}
@@ -123,10 +175,13 @@ func collectDropped(ctx context.Context, s objstore.Store, cat *catalog.Catalog,
 }
 
 // droppedBlocker returns why table's leftovers must stay ("" if nothing protects them).
-func droppedBlocker(ctx context.Context, s objstore.Store, cat *catalog.Catalog, table string) (string, error) {
+// marker is the version of its drop marker (0: a manifest-less prefix).
+func droppedBlocker(ctx context.Context, s objstore.Store, cat *catalog.Catalog, table string, marker uint64) (string, error) {
 	if cat != nil {
 		_, _, err := cat.Get(ctx, table)
 		switch {
+		case err == nil && marker != 0:
+			return "the catalog still has a pointer for it (a drop that died midway: drop it again to finish)", nil
 		case err == nil:
 			return "the catalog has a pointer for it (manifests missing: run shale verify)", nil
 		case !errors.Is(err, catalog.ErrNoPointer):
@@ -146,6 +201,16 @@ func droppedBlocker(ctx context.Context, s objstore.Store, cat *catalog.Catalog,
 	}
 	if len(keys) > 0 {
 		return "pending recovery sidecar " + keys[0], nil
+	}
+	if marker != 0 {
+		head, err := manifest.Head(ctx, s, table)
+		if err != nil {
+			return "", err
+		}
+		if head != marker {
+			return "a version appeared above the drop marker (table created again)", nil
+		}
+		return "", nil
 	}
 	vs, err := manifest.Versions(ctx, s, table)
 	if err != nil {

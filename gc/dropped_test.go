@@ -210,7 +210,7 @@ func TestDroppedBlocker(t *testing.T) {
 		if c.noCat {
 			cat = nil
 		}
-		why, err := droppedBlocker(ctx, s, cat, c.table)
+		why, err := droppedBlocker(ctx, s, cat, c.table, 0)
 		if err != nil || (c.want == "") != (why == "") || !strings.Contains(why, c.want) {
 			t.Errorf("%s (no catalog %v): %q, %v; want %q", c.table, c.noCat, why, err, c.want)
 		}

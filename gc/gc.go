@@ -47,16 +47,23 @@ type File struct {
 // TableReport is what Run did to one table. In JSON every list is [] when empty, never
 // null, and Kept/KeptBytes are {} (see MarshalJSON).
 type TableReport struct {
-	Table        string         `json:"table"`
-	Published    uint64         `json:"published"` // the catalog pointer (0: none or no catalog)
-	Head         uint64         `json:"head"`
-	Floor        uint64         `json:"floor"` // lowest retained version
-	Holds        []catalog.Hold `json:"holds"`
-	LowWatermark uint64         `json:"low_watermark,omitempty"`
-	HasLow       bool           `json:"has_low_watermark"`
-	Sidecars     int            `json:"pending_sidecars,omitempty"` // pending sidecars left after recovery
-	Retained     []uint64       `json:"retained"`
-	Expired      []uint64       `json:"expired"`
+	Table     string `json:"table"`
+	Published uint64 `json:"published"` // the catalog pointer (0: none or no catalog)
+	Head      uint64 `json:"head"`
+	Floor     uint64 `json:"floor"` // lowest retained version
+	// Dropped: the table's HEAD is a drop marker (found during the run); its leftovers
+	// are collected as a dropped table's (Report.DroppedLeftovers), not here.
+	Dropped bool `json:"dropped,omitempty"`
+	// IncarnationSince is the first version of HEAD's incarnation (the Create after a
+	// drop marker; 0 for tables of older builds): versions below it belong to
+	// incarnations a drop ended, and are deleted with their files as garbage.
+	IncarnationSince uint64         `json:"incarnation_since,omitempty"`
+	Holds            []catalog.Hold `json:"holds"`
+	LowWatermark     uint64         `json:"low_watermark,omitempty"`
+	HasLow           bool           `json:"has_low_watermark"`
+	Sidecars         int            `json:"pending_sidecars,omitempty"` // pending sidecars left after recovery
+	Retained         []uint64       `json:"retained"`
+	Expired          []uint64       `json:"expired"`
 	// ExpiredManifestBytes is the size of the expired versions' manifests, each now
 	// replaced by a tombstone of about 60 bytes.
 	ExpiredManifestBytes int64 `json:"expired_manifest_bytes"`
@@ -100,15 +107,17 @@ type Report struct {
 	Recovered []recovery.Outcome `json:"outcomes"`
 	Tables    []TableReport      `json:"tables"`
 	// DroppedLeftovers are objects of dropped tables deleted (or, in a dry run,
-	// deletable): a top-level prefix shaped like a table (data/, _deletions/, _txn/ or
-	// _versions/ children) with no manifest, no catalog pointer, no live hold and no
-	// pending recovery sidecar, a drop that died midway or a short write that raced one.
-	// Only when Run covers every table.
+	// deletable): of a table whose HEAD is a drop marker, everything below the marker
+	// (the marker and its record stay); of a top-level prefix shaped like a table
+	// (data/, _deletions/, _txn/ or _versions/ children) with no manifest (a drop of an
+	// older build), everything. Only with no catalog pointer, no live hold and no pending
+	// recovery sidecar for the name: a drop that died midway, or writes that raced one.
+	// For every table, or for the one table Run covers if it is dropped.
 	DroppedLeftovers []File `json:"dropped_leftovers"`
 	// DroppedKept counts such objects kept: younger than the grace period, or of a
 	// prefix in DroppedSkipped.
 	DroppedKept int `json:"dropped_kept"`
-	// DroppedSkipped lists the manifest-less table prefixes left whole, and why.
+	// DroppedSkipped lists the dropped tables' prefixes left whole, and why.
 	DroppedSkipped []DroppedSkip `json:"dropped_skipped"`
 	// TempFiles are a local store's temp files deleted (or, in a dry run, deletable).
 	TempFiles []File `json:"temp_files"`
@@ -171,7 +180,8 @@ var ErrGC = errors.New("gc")
 // Run garbage-collects table ("" = every table in the store) in store s under policy p.
 // cat is the catalog (nil: a bare store; HEAD counts as published and there are no
 // holds). See the package comment for what is kept, what is deleted, and in which order;
-// with table "" Run also deletes the leftovers of dropped tables (Report.DroppedLeftovers).
+// Run also deletes the leftovers of dropped tables (Report.DroppedLeftovers): every one with
+// table "", table itself if it was dropped.
 //
 // Errors wrap ErrGC and name the table and, where there is one, the object key and
 // version. A failure on one table stops the run (the report holds what was done).
@@ -185,12 +195,24 @@ func RunWithRecover(ctx context.Context, s objstore.Store, cat *catalog.Catalog,
 	p = p.withDefaults()
 	rep := Report{DryRun: p.DryRun}
 	tables := []string{table}
+	// HEAD manifests read to tell dropped tables, shared by the listing of the tables and
+	// the collection of dropped tables' leftovers (a manifest never changes).
+	heads := map[string]manifest.TableHead{}
 	if table == "" {
-		ts, err := manifest.Tables(ctx, s)
+		objs, err := s.List(ctx, "", 0)
 		if err != nil {
 			return rep, fmt.Errorf("%w: list tables in %s: %w", ErrGC, s.URL(), err)
 		}
-		tables = ts
+		hs, err := manifest.HeadsOf(ctx, s, objs, heads)
+		if err != nil {
+			return rep, fmt.Errorf("%w: list tables in %s: %w", ErrGC, s.URL(), err)
+		}
+		tables = nil
+		for _, h := range hs {
+			if !h.Dropped {
+				tables = append(tables, h.Table)
+			}
+		}
 	} else if err := manifest.ValidateTableName(table); err != nil {
 		return rep, fmt.Errorf("%w: %w", ErrGC, err)
 	}
@@ -201,6 +223,7 @@ func RunWithRecover(ctx context.Context, s objstore.Store, cat *catalog.Catalog,
 			return rep, fmt.Errorf("%w: recover stale sidecars first: %w", ErrGC, err)
 		}
 	}
+	collected := map[string]bool{} // tables collected live this run: not dropped leftovers
 	for _, t := range tables {
 		g := &collector{s: s, cat: cat, table: t, p: p, now: time.Now(), landed: map[string]bool{}, restored: map[uint64]bool{}}
 		tr, err := g.run(ctx)
@@ -208,11 +231,12 @@ func RunWithRecover(ctx context.Context, s objstore.Store, cat *catalog.Catalog,
 		if err != nil {
 			return rep, fmt.Errorf("%w: table %q: %w", ErrGC, t, err)
 		}
+		collected[t] = tr.Head != 0 && !tr.Dropped
 	}
-	if table == "" {
-		if err := collectDropped(ctx, s, cat, p, &rep); err != nil {
-			return rep, fmt.Errorf("%w: %w", ErrGC, err)
-		}
+	// Leftovers of dropped tables: every table's, or, for one table, that table's if it
+	// was dropped.
+	if err := collectDropped(ctx, s, cat, p, &rep, table, heads, collected); err != nil {
+		return rep, fmt.Errorf("%w: %w", ErrGC, err)
 	}
 	if err := collectTemp(ctx, s, p, &rep); err != nil {
 		return rep, fmt.Errorf("%w: %w", ErrGC, err)
@@ -299,14 +323,31 @@ func (g *collector) run(ctx context.Context) (TableReport, error) {
 	// the retained ones are a suffix, so everything below a tombstone is expired too (one
 	// GET per retained version, not per version ever committed). A version deleted
 	// outright (by hand, or by a concurrent GC's Load race) is skipped.
+	//
+	// Only HEAD's incarnation is retained: versions below its first version (the Create
+	// after a drop marker) belong to incarnations a drop ended, and go with their files
+	// as garbage (Refs.Since). A table whose HEAD is a drop marker was dropped: its
+	// leftovers are collectDropped's.
+	var since uint64
 	for i := len(versions) - 1; i >= 0; i-- {
 		v := versions[i]
+		if v < since {
+			break
+		}
 		rec, err := manifest.LoadRecord(ctx, g.s, g.table, v)
 		if errors.Is(err, manifest.ErrVersionNotFound) {
 			continue
 		}
 		if err != nil {
 			return g.rep, err
+		}
+		if len(stamps) == 0 && rec.Manifest != nil {
+			if rec.Manifest.Dropped() {
+				g.rep.Dropped = true
+				return g.rep, nil
+			}
+			since = rec.Manifest.IncarnationSince
+			g.rep.IncarnationSince = since
 		}
 		if rec.Expired() {
 			if hasLow && low <= v {
@@ -346,8 +387,10 @@ func (g *collector) run(ctx context.Context) (TableReport, error) {
 	switch {
 	case g.cat == nil:
 		published = head // a bare store: HEAD is what readers see
-	case !hasPointer:
-		published = 0 // nothing known to be superseded: keep every version
+	case !hasPointer, published < since:
+		// Nothing known to be superseded (no pointer, or one left from an incarnation
+		// a drop ended): keep every version.
+		published = 0
 	}
 	g.rep.Published, g.rep.Head = published, head
 	b := Bounds{Published: published, Head: head, LowWatermark: low, HasLow: hasLow}
@@ -390,7 +433,7 @@ func (g *collector) run(ctx context.Context) (TableReport, error) {
 	// What the retained versions reference, plus what appeared while we were expiring:
 	// holds taken meanwhile (a reader that pinned an expired version after we read the
 	// holds keeps its files), and versions committed meanwhile.
-	refs := &Refs{Files: map[string]bool{}, Txns: map[uint64]string{}, Head: head, Prefixes: prefixes}
+	refs := &Refs{Files: map[string]bool{}, Txns: map[uint64]string{}, Head: head, Prefixes: prefixes, Since: since}
 	for _, st := range stamps {
 		if st.Version >= floor {
 			m := mans[st.Version]
@@ -420,7 +463,10 @@ func (g *collector) run(ctx context.Context) (TableReport, error) {
 			}
 		}
 	}
-	if err := g.readForward(ctx, refs); err != nil {
+	if err := g.readForward(ctx, refs); errors.Is(err, manifest.ErrTableDropped) {
+		g.rep.Dropped = true
+		return g.rep, nil // dropped during the run: its leftovers are collectDropped's
+	} else if err != nil {
 		return g.rep, err
 	}
 	refs.Cutoff = g.now.Add(-g.p.GracePeriod)
@@ -437,7 +483,8 @@ func (g *collector) run(ctx context.Context) (TableReport, error) {
 }
 
 // readForward adds to refs the versions committed after refs.Head (by writers running
-// beside this run), up to HEAD, and records their transactions as landed.
+// beside this run), up to HEAD, and records their transactions as landed. A drop marker
+// (the table was dropped during the run) is *manifest.DroppedError.
 func (g *collector) readForward(ctx context.Context, refs *Refs) error {
 	for v := refs.Head + 1; ; v++ {
 		m, err := manifest.Load(ctx, g.s, g.table, v)
@@ -446,6 +493,9 @@ func (g *collector) readForward(ctx context.Context, refs *Refs) error {
 		}
 		if err != nil {
 			return err
+		}
+		if m.Dropped() {
+			return &manifest.DroppedError{Table: g.table, Version: v}
 		}
 		references(m, refs.Files)
 		refs.Txns[v] = m.TxnKey
@@ -480,6 +530,15 @@ func (g *collector) collect(ctx context.Context, refs *Refs, expired []uint64, m
 			expiredTxns[mans[v].TxnKey] = true
 		}
 	}
+	// Transactions of incarnations a drop ended (a record numbered below HEAD's
+	// incarnation's first version) need no fence: the drop marker fences them (or, in a
+	// number the drop freed, the catalog pointer refuses their version).
+	earlier := map[string]bool{}
+	for _, o := range objs {
+		if v, id, ok := parseTxnKey(g.table, o.Key); ok && v < refs.Since {
+			earlier[id] = true
+		}
+	}
 	for attempt := 1; ; attempt++ {
 		var garbage []objstore.ObjectInfo
 		kept := map[string]Class{}
@@ -501,15 +560,22 @@ func (g *collector) collect(ctx context.Context, refs *Refs, expired []uint64, m
 				continue
 			}
 			garbage = append(garbage, o)
-			if id, ok := manifest.KeyTxn(g.table, o.Key); ok && !g.landed[id] {
+			if id, ok := manifest.KeyTxn(g.table, o.Key); ok && !g.landed[id] && !earlier[id] {
 				unfenced[id] = true
 			}
 		}
 		if len(unfenced) > 0 && !g.p.DryRun {
 			err := g.fence(ctx, refs, unfenced)
+			if errors.Is(err, manifest.ErrTableDropped) {
+				g.rep.Dropped = true
+				return nil // dropped during the run: its leftovers are collectDropped's
+			}
 			if errors.Is(err, manifest.ErrIncompatible) && attempt < fenceAttempts {
 				// One of them committed after we read HEAD: its files are referenced now.
-				if err := g.readForward(ctx, refs); err != nil {
+				if err := g.readForward(ctx, refs); errors.Is(err, manifest.ErrTableDropped) {
+					g.rep.Dropped = true
+					return nil
+				} else if err != nil {
 					return err
 				}
 				continue

@@ -137,7 +137,7 @@ const (
 	Unknown        Class = "unknown"      // a shape GC does not recognise: never deleted
 	Garbage        Class = "garbage"      // delete
 	ExpiredVersion Class = "expired"      // an expired version's transaction record (deleted with its version)
-	ManifestObj    Class = "manifest"     // a manifest or an expired version's tombstone (never deleted)
+	ManifestObj    Class = "manifest"     // a manifest or an expired version's tombstone of the table's incarnation (never deleted)
 	HeldExpired    Class = "held-expired" // unreferenced, kept because a live hold needs an expired version whose references are unknown
 )
 
@@ -154,6 +154,11 @@ type Refs struct {
 	// Cutoff: unreferenced files modified after it are Young (now minus the grace period,
 	// or earlier when a live operation started before that).
 	Cutoff time.Time
+	// Since is the first version of HEAD's incarnation (0: none known). Manifests and
+	// tombstones below it belong to incarnations a drop ended: garbage once old (no
+	// writer can publish a version there: the catalog pointer names a later
+	// incarnation, and a drop marker or the pointer fences them).
+	Since uint64
 }
 
 // Classify decides what to do with one object under a table's prefix (table/...). Pure.
@@ -165,10 +170,16 @@ func Classify(table string, key string, mod time.Time, r *Refs) Class {
 	young := mod.After(r.Cutoff)
 	switch {
 	case strings.HasPrefix(rest, "_versions/"):
-		if _, err := manifest.ParseManifestKey(table, key); err != nil {
+		v, err := manifest.ParseManifestKey(table, key)
+		switch {
+		case err != nil:
 			return Unknown
+		case v >= r.Since:
+			return ManifestObj
+		case young:
+			return Young
 		}
-		return ManifestObj
+		return Garbage // a version of an incarnation a drop ended
 	case strings.HasPrefix(rest, "_txn/"):
 		v, _, ok := parseTxnKey(table, key)
 		switch {

@@ -27,6 +27,8 @@ type TableHead struct {
 	Head uint64
 	// Dropped: HEAD is a drop marker (the table was dropped).
 	Dropped bool
+	// TxnKey is HEAD's transaction record ("" when HEAD could not be read).
+	TxnKey string
 }
 
 // ListTables lists the top-level directories of a store that hold a manifest, in name
@@ -40,13 +42,14 @@ func ListTables(ctx context.Context, s objstore.Store) ([]TableHead, error) {
 	return HeadsOf(ctx, s, objs, nil)
 }
 
-// HeadsOf is ListTables over a listing of the whole store already made (objs, any
-// order). It reads each table's HEAD (one GET) to tell a drop marker; a HEAD that cannot
-// be decoded, or that vanished since the listing, counts as not dropped (verify reports
-// it). cache, when not nil, maps HEAD manifest keys to whether they are drop markers: it
-// is consulted before a GET and filled after one (a manifest never changes).
+// HeadsOf is ListTables over a listing of the store already made (objs, any order; a
+// listing of some table prefixes gives those tables). It reads each table's HEAD (one
+// GET) to tell a drop marker; a HEAD that cannot be decoded, or that vanished since the
+// listing, counts as not dropped (verify reports it). cache, when not nil, maps HEAD
+// manifest keys to what was read there: it is consulted before a GET and filled after one
+// (a manifest never changes).
 // Errors: store errors other than not found.
-func HeadsOf(ctx context.Context, s objstore.Store, objs []objstore.ObjectInfo, cache map[string]bool) ([]TableHead, error) {
+func HeadsOf(ctx context.Context, s objstore.Store, objs []objstore.ObjectInfo, cache map[string]TableHead) ([]TableHead, error) {
 	heads := map[string]string{} // table -> its smallest manifest key (the highest version)
 	for _, o := range objs {
 		table, rest, ok := strings.Cut(o.Key, "/")
@@ -63,21 +66,25 @@ func HeadsOf(ctx context.Context, s objstore.Store, objs []objstore.ObjectInfo, 
 	out := make([]TableHead, 0, len(heads))
 	for table, key := range heads {
 		v, _ := ParseManifestKey(table, key)
-		dropped, ok := cache[key]
+		h, ok := cache[key]
 		if !ok {
+			h = TableHead{Table: table, Head: v}
 			rec, err := LoadRecord(ctx, s, table, v)
 			switch {
 			case err == nil:
-				dropped = rec.Txn != nil && rec.Txn.Op.Kind == OpDrop
+				h.Dropped = rec.Txn != nil && rec.Txn.Op.Kind == OpDrop
+				if rec.Manifest != nil {
+					h.TxnKey = rec.Manifest.TxnKey
+				}
+				if cache != nil {
+					cache[key] = h
+				}
 			case errors.Is(err, ErrVersionNotFound), errors.Is(err, ErrCorrupt), errors.Is(err, ErrFormatTooNew), errors.Is(err, ErrFormatTooOld):
 			default:
 				return nil, err
 			}
-			if cache != nil && err == nil {
-				cache[key] = dropped
-			}
 		}
-		out = append(out, TableHead{Table: table, Head: v, Dropped: dropped})
+		out = append(out, h)
 	}
 	slices.SortFunc(out, func(a, b TableHead) int { return strings.Compare(a.Table, b.Table) })
 	return out, nil

@@ -72,7 +72,7 @@ func TestDropMarkerFencesAndCreateStartsNewIncarnation(t *testing.T) {
 	if ts, err := Tables(ctx, s); err != nil || len(ts) != 0 {
 		t.Fatalf("tables after the drop: %v %v", ts, err)
 	}
-	if hs, err := ListTables(ctx, s); err != nil || fmt.Sprint(hs) != "[{t 3 true}]" {
+	if hs, err := ListTables(ctx, s); err != nil || len(hs) != 1 || hs[0] != (TableHead{Table: "t", Head: 3, Dropped: true, TxnKey: marker.TxnKey}) {
 		t.Fatalf("ListTables: %v %v", hs, err)
 	}
 
