@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/engine/enginetest"
 	"github.com/shale-db/shale/internal/fragment"
 	"github.com/shale-db/shale/internal/storetest"
@@ -214,5 +215,55 @@ func TestMistypedDataFile(t *testing.T) {
 	got := requireFault(t, f.verify(t, Options{}), key, "data file corrupt")
 	if got.Version != v || !errors.Is(got.Err, fragment.ErrCorrupt) || !strings.Contains(got.Err.Error(), `field id 0 ("a")`) {
 		t.Fatalf("fault %v: want version %d, ErrCorrupt, naming field id 0", got, v)
+	}
+}
+
+// TestDroppedAndReCreatedTable (issue 8 item 10): a table created again after a drop
+// verifies from its own first version (the dropped incarnation's versions, deleted or
+// left below the marker, are neither missing from its chain nor checked); a dropped
+// table is not verified as a table (ErrTableNotFound) unless its pointer was left
+// behind, which is a fault.
+func TestDroppedAndReCreatedTable(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, storetest.Local(t))
+	schema := mustArrow(t, f.pub)
+	v3, err := manifest.Load(ctx, f.s, f.table, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.DropTable(ctx, f.table); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Table(ctx, f.s, f.cat, f.table, Options{}); !errors.Is(err, manifest.ErrTableNotFound) || !errors.Is(err, manifest.ErrTableDropped) {
+		t.Fatalf("verify of a dropped table: %v", err)
+	}
+	if rep, err := All(ctx, f.s, f.cat, Options{}); err != nil || !rep.OK() || len(rep.Tables) != 0 {
+		t.Fatalf("All with only a dropped table: %+v %v", rep, err)
+	}
+	// The dropped incarnation's pointer put back (a drop that died before removing it).
+	if err := f.cat.CompareAndSwap(ctx, f.table, 0, engine.PointerOf(f.pub, f.pub.Checksum())); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := All(ctx, f.s, f.cat, Options{}); err != nil || rep.OK() || !strings.Contains(faultList(rep), "dropped table") {
+		t.Fatalf("All with a dropped table's pointer left: %v, faults:\n%s", err, faultList(rep))
+	}
+	again, err := f.db.CreateTable(ctx, f.table, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := makeRecord(schema, 50)
+	defer rec.Release()
+	if _, err := again.AppendRecord(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	// A version of the dropped incarnation put below the marker (into version 4, which
+	// the drop freed).
+	late := manifest.NewTransaction(3, manifest.Operation{Kind: manifest.OpAppend})
+	if m, _, err := manifest.Commit(ctx, f.s, f.table, v3, late, manifest.CommitOptions{}); err != nil || m.Version != 4 {
+		t.Fatalf("late commit: %v %v", m, err)
+	}
+	rep := f.verify(t, Options{AllVersions: true})
+	if !rep.OK() || rep.Tables[0].IncarnationSince != again.Manifest().IncarnationSince || rep.Tables[0].Versions != 2 {
+		t.Fatalf("verify of the re-created table: %+v, faults:\n%s", rep.Tables, faultList(rep))
 	}
 }

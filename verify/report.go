@@ -77,13 +77,16 @@ func (n Note) String() string {
 
 // TableSummary says what was checked for one table.
 type TableSummary struct {
-	Table     string   `json:"table"`
-	Head      uint64   `json:"head"`
-	Published uint64   `json:"published"`    // 0 when there is no pointer (or no catalog)
-	Versions  int      `json:"versions"`     // manifests present in the store
-	Deep      []uint64 `json:"deep_checked"` // versions whose data files and deletion vectors were read
-	DataFiles int      `json:"data_files"`   // distinct data files read
-	Deletions int      `json:"deletion_vectors"`
+	Table     string `json:"table"`
+	Head      uint64 `json:"head"`
+	Published uint64 `json:"published"` // 0 when there is no pointer (or no catalog)
+	Versions  int    `json:"versions"`  // manifests of this incarnation present in the store
+	// IncarnationSince is the first version of HEAD's incarnation (the Create after a
+	// drop; 0 for tables of older builds). Versions below it are not checked.
+	IncarnationSince uint64   `json:"incarnation_since,omitempty"`
+	Deep             []uint64 `json:"deep_checked"` // versions whose data files and deletion vectors were read
+	DataFiles        int      `json:"data_files"`   // distinct data files read
+	Deletions        int      `json:"deletion_vectors"`
 	// Bytes is the size in the store of the data files and deletion vectors read,
 	// including those that failed their checks (a missing object counts 0).
 	Bytes int64 `json:"bytes"`

@@ -23,7 +23,11 @@ import (
 // reads every data file and deletion vector of the published version in full (of every
 // version with opts.AllVersions). Faults and notes go in the returned Report.
 //
-// Errors: manifest.ErrTableNotFound when the table has neither versions nor a pointer;
+// A table created again after a drop is verified from its incarnation's first version:
+// versions below it belong to incarnations a drop ended (a note, not checked).
+//
+// Errors: manifest.ErrTableNotFound when the table has neither versions nor a pointer, or
+// was dropped (a *manifest.DroppedError; with its pointer left behind that is a fault);
 // store LIST failures; catalog.ErrEtcd when etcd cannot be read; ctx errors. Failures to
 // read single objects are faults, not errors.
 func Table(ctx context.Context, s objstore.Store, cat *catalog.Catalog, table string, opts Options) (*Report, error) {
@@ -125,12 +129,42 @@ func (v *verifier) table(ctx context.Context, table string) error {
 	head := versions[len(versions)-1]
 	v.sum.Head = head
 
-	// The chain 1..HEAD.
+	// HEAD's incarnation: a drop marker means the table was dropped; versions below the
+	// incarnation's first belong to incarnations a drop ended (garbage collection deletes
+	// them) and are not the table's.
+	first := uint64(1)
+	if hm, err := manifest.Load(ctx, v.s, table, head); err == nil {
+		if hm.Dropped() {
+			if havePtr {
+				v.rep.fault(table, ptr.Version, v.cat.Key(table), fmt.Sprintf("published pointer names a dropped table (drop marker at version %d): drop it again to finish", head), manifest.ErrTableDropped)
+				return nil
+			}
+			v.rep.Tables = v.rep.Tables[:len(v.rep.Tables)-1]
+			return fmt.Errorf("verify: %w", &manifest.DroppedError{Table: table, Version: head})
+		}
+		first = max(first, hm.IncarnationSince)
+		v.sum.IncarnationSince = hm.IncarnationSince
+	}
+	var earlier []uint64
+	versions = slices.DeleteFunc(versions, func(ver uint64) bool {
+		if ver < first {
+			earlier = append(earlier, ver)
+			return true
+		}
+		return false
+	})
+	if len(earlier) > 0 {
+		v.rep.note(table, 0, "", "%d version(s) of incarnations a drop ended, %d..%d, below this incarnation's first version %d (garbage collection deletes them)",
+			len(earlier), earlier[0], earlier[len(earlier)-1], first)
+	}
+	v.sum.Versions = len(versions)
+
+	// The chain first..HEAD.
 	present := make(map[uint64]bool, len(versions))
 	for _, ver := range versions {
 		present[ver] = true
 	}
-	for want := uint64(1); want <= head; want++ {
+	for want := first; want <= head; want++ {
 		if present[want] {
 			continue
 		}
@@ -138,12 +172,17 @@ func (v *verifier) table(ctx context.Context, table string) error {
 		if v.opts.AllowGaps {
 			v.rep.note(table, want, key, "missing from the manifest chain (allowed: expired)")
 		} else {
-			v.rep.fault(table, want, key, "manifest missing from the chain 1..HEAD", manifest.ErrVersionNotFound)
+			v.rep.fault(table, want, key, fmt.Sprintf("manifest missing from the chain %d..HEAD", first), manifest.ErrVersionNotFound)
 		}
 	}
 
 	// The published pointer against the store.
 	target := head // the version whose objects are read in full
+	if havePtr && ptr.Version < first {
+		v.rep.fault(table, ptr.Version, v.cat.Key(table),
+			fmt.Sprintf("published pointer names version %d of an incarnation a drop ended (this one began at version %d): run shale repair to publish this one", ptr.Version, first), manifest.ErrTableDropped)
+		havePtr = false
+	}
 	if havePtr {
 		target = ptr.Version
 		v.checkPointer(table, ptr, head, present)
