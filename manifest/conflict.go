@@ -67,7 +67,7 @@ type DroppedError struct {
 }
 
 func (e *DroppedError) Error() string {
-	s := fmt.Sprintf("table %q: %v", e.Table, ErrTableDropped)
+	s := fmt.Sprintf("table %q not found: %v", e.Table, ErrTableDropped)
 	if e.Version != 0 {
 		s += fmt.Sprintf(" (drop marker at version %d)", e.Version)
 	}

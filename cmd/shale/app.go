@@ -249,6 +249,18 @@ func (a *app) notePublished(table string, vs []engine.PublishedVersion) {
 	}
 }
 
+// droppedWhile words a write's error when the table was dropped while the command ran
+// (engine.ErrTableDropped): the write met the drop marker, or its version landed in a
+// version number the drop freed and belongs to no table. Either way nothing it wrote is
+// in any table (and never will be), which is what the operator needs to know; what says
+// what nothing means for the command.
+func droppedWhile(err error, table, cmd, what string) error {
+	if !errors.Is(err, engine.ErrTableDropped) {
+		return err
+	}
+	return fmt.Errorf("%w (table %q was dropped while this %s ran: %s)", err, table, cmd, what)
+}
+
 // flagChanged reports whether a flag was given on the command line.
 func flagChanged(fs *pflag.FlagSet, name string) bool {
 	f := fs.Lookup(name)

@@ -28,7 +28,7 @@ versions still see the rows: query --version N.`,
 			before := t.Version()
 			res, err := t.Delete(cmd.Context(), where)
 			if err != nil {
-				return err
+				return droppedWhile(err, t.Name(), "delete", "no row was deleted from any table")
 			}
 			elapsed := time.Since(start)
 			if a.jsonOut {

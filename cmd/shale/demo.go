@@ -45,9 +45,9 @@ top 10 routes, a delete with counts before and after, the version list, and a
 time-travel query at the version before the delete that still sees the deleted rows.
 
 Running it again is safe: an existing demo table is overwritten in a new version (its
-history is kept, so the version list grows), or, with --fresh, dropped first (its
-catalog pointer and every object under its prefix are deleted) so the demo starts from
-an empty table at version 1.
+history is kept, so the version list grows), or, with --fresh, dropped first (see
+shale drop: its versions and files are deleted) so the demo starts from an empty table,
+a new incarnation whose version numbers go on from the dropped table's.
 
 --data defaults to testdata/flights-3m.parquet, looked up in the working directory and
 then in each parent directory (so it works anywhere inside the repository).`,
@@ -65,7 +65,7 @@ then in each parent directory (so it works anywhere inside the repository).`,
 	}
 	cmd.Flags().StringVar(&data, "data", defaultDemoData, "the flights Parquet file")
 	cmd.Flags().StringVar(&table, "table", "flights", "the demo table")
-	cmd.Flags().BoolVar(&fresh, "fresh", false, "drop the demo table first and start from version 1")
+	cmd.Flags().BoolVar(&fresh, "fresh", false, "drop the demo table first and start from an empty table")
 	return cmd
 }
 

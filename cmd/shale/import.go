@@ -195,6 +195,7 @@ func (a *app) importFile(ctx context.Context, path, table string, opts importOpt
 		}
 	}
 	res := &importResult{Table: table, File: path, Format: format}
+	var createdAt uint64
 	if t == nil {
 		t, err = db.CreateTable(ctx, table, pk.Schema())
 		switch {
@@ -208,7 +209,7 @@ func (a *app) importFile(ctx context.Context, path, table string, opts importOpt
 		case err != nil:
 			return nil, err
 		default:
-			res.Created = true
+			res.Created, createdAt = true, t.Version()
 		}
 	}
 	res.IdempotencyKey = opts.idempotencyKey
@@ -236,14 +237,18 @@ func (a *app) importFile(ctx context.Context, path, table string, opts importOpt
 	if err != nil {
 		var ue *engine.UnknownError
 		switch {
+		case errors.Is(err, engine.ErrTableDropped):
+			// Whether the write met the drop marker or landed in a version number the
+			// drop freed, its rows are in no table: never "committed".
+			err = droppedWhile(err, table, "import", fmt.Sprintf("none of the %d rows is in any table; import again to create the table anew", rdr.rows))
 		case errors.As(err, &ue) && ue.Committed:
-			err = fmt.Errorf("%w (the %d rows ARE committed as version %d of %q, only not yet published; do not import them again: the next write to the table publishes them)", err, rdr.rows, ue.Version, table)
+			err = fmt.Errorf("%w (the %d rows are committed as version %d of %q but not published yet: the next write to the table, or shale repair, publishes them; do not import them again)", err, rdr.rows, ue.Version, table)
 		case errors.As(err, &ue):
 			err = fmt.Errorf("%w (the rows may or may not have been committed; running the same import again commits them at most once)", err)
 		case errors.Is(err, manifest.ErrTxnAborted):
 			err = fmt.Errorf("%w (nothing was imported: gc or recovery collected the files this import had written while it was stalled; run the import again)", err)
 		case res.Created:
-			err = fmt.Errorf("%w (table %q was created at version 1 with no rows)", err, table)
+			err = fmt.Errorf("%w (table %q was created at version %d with no rows)", err, table, createdAt)
 		}
 		return nil, err
 	}

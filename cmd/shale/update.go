@@ -48,7 +48,7 @@ COLUMN=EXPRESSION, a SQL value expression over the row as it was before the upda
 			}
 			res, err := t.Update(cmd.Context(), set, where)
 			if err != nil {
-				return err
+				return droppedWhile(err, t.Name(), "update", "no row was updated in any table")
 			}
 			elapsed := time.Since(start)
 			if a.jsonOut {
