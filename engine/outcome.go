@@ -205,6 +205,9 @@ func (t *Table) publish(ctx context.Context, m *manifest.Manifest, checksum uint
 	if err == nil {
 		err = seamAfterPublish.Inject(ctx)
 	}
+	if errors.Is(err, ErrTableDropped) {
+		return nil, fmt.Errorf("table %q: version %d is in no table: %w", t.name, m.Version, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("table %q: version %d committed but not published: %w", t.name, m.Version, err)
 	}

@@ -38,6 +38,7 @@ func TestMain(m *testing.M) {
 type result struct {
 	Outcome string `json:"outcome"`
 	Aborted bool   `json:"aborted"` // errors.Is(err, manifest.ErrTxnAborted)
+	Dropped bool   `json:"dropped"` // errors.Is(err, engine.ErrTableDropped)
 	Version uint64 `json:"version"`
 	Err     string `json:"error,omitempty"`
 }
@@ -90,7 +91,8 @@ func child(mode string) int {
 	default:
 		err = fmt.Errorf("unknown mode %q", mode)
 	}
-	out := result{Outcome: engine.OutcomeOf(err).String(), Aborted: errors.Is(err, manifest.ErrTxnAborted), Version: res.Version}
+	out := result{Outcome: engine.OutcomeOf(err).String(), Aborted: errors.Is(err, manifest.ErrTxnAborted),
+		Dropped: errors.Is(err, engine.ErrTableDropped), Version: res.Version}
 	if err != nil {
 		out.Err = err.Error()
 	}
