@@ -7,8 +7,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
 	"github.com/shale-db/shale/internal/failpoint"
+	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/internal/storetest"
 	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/manifest/catalog"
 )
 
 // TestWithIdempotencyKeyCommitsOnce (issue 8 item 8): a keyed write run again (a new
@@ -72,5 +78,79 @@ func TestWithIdempotencyKeyCommitsOnce(t *testing.T) {
 	// An uncontended write publishes nobody else's version.
 	if res := appendRange(t, mustOpen(t, db, "idem"), 200, 201); len(res.AlsoPublished) != 0 {
 		t.Fatalf("also published %+v", res.AlsoPublished)
+	}
+}
+
+// TestKeyedRerunFailingBeforeCommitIsDuplicate (found by the chaos test, SHALE_SLOW=1
+// SHALE_SEED=1796112590368233046): a keyed write whose key committed already, run again
+// and failing before its commit loop (here its first-write recovery hook fails), is the
+// Duplicate of the first write, not Rejected: a client trusting Rejected would conclude
+// the write is not in the table.
+func TestKeyedRerunFailingBeforeCommitIsDuplicate(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.Local(t)
+	db := openDBOn(t, s)
+	tbl, err := db.CreateTable(ctx, "k", kvSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := kvBatch(1, 4)
+	defer rec.Release()
+	first, err := tbl.AppendRecord(ctx, rec, WithIdempotencyKey("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hookErr := errors.New("transient store error reading a sidecar's version")
+	db2 := openDBWith(t, s, Options{BeforeFirstWrite: func(context.Context, objstore.Store, *catalog.Catalog, string) error { return hookErr }})
+	res, err := mustOpen(t, db2, "k").AppendRecord(ctx, rec, WithIdempotencyKey("k"))
+	if err != nil || !res.Duplicate || res.Version != first.Version {
+		t.Fatalf("run again under a committed key, failing before its commit: %+v, %v; want the Duplicate of v%d", res, err, first.Version)
+	}
+	// Unkeyed, the same failure is Rejected.
+	if _, err := mustOpen(t, db2, "k").AppendRecord(ctx, rec); OutcomeOf(err) != Rejected || !errors.Is(err, hookErr) {
+		t.Fatalf("unkeyed: %v", err)
+	}
+}
+
+// TestUnpublishedOverwriteDoesNotBlockAppends (found by the chaos test, SHALE_SLOW=1
+// SHALE_SEED=1796113381432508863): an overwrite committed by a writer that died before
+// publishing it must not make every later append and overwrite conflict with it forever.
+// Appends and overwrites plan on HEAD, as deletes and updates do; the first write after
+// it publishes it and says so.
+func TestUnpublishedOverwriteDoesNotBlockAppends(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, "")
+	tbl, err := db.CreateTable(ctx, "ow", kvSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRange(t, tbl, 1, 4)
+	off := failpoint.Enable("engine.before_publish", failpoint.Error(errors.New("process died")).Once())
+	rec := kvBatch(10, 12)
+	rdr, _ := array.NewRecordReader(kvSchema, []arrow.RecordBatch{rec})
+	_, err = tbl.Overwrite(ctx, rdr)
+	rdr.Release()
+	rec.Release()
+	off()
+	var ue *UnknownError
+	if !errors.As(err, &ue) || !ue.Committed {
+		t.Fatalf("overwrite: %v, want committed but not published", err)
+	}
+	for i := int64(0); i < 3; i++ {
+		h := mustOpen(t, db, "ow")
+		res := appendRange(t, h, 20+i, 21+i)
+		if i == 0 && (len(res.AlsoPublished) != 1 || res.AlsoPublished[0].Version != ue.Version) {
+			t.Fatalf("append: %+v, want the overwrite v%d published with it", res, ue.Version)
+		}
+	}
+	rec = kvBatch(30, 31)
+	rdr, _ = array.NewRecordReader(kvSchema, []arrow.RecordBatch{rec})
+	if _, err := mustOpen(t, db, "ow").Overwrite(ctx, rdr); err != nil {
+		t.Fatalf("overwrite on a fresh handle: %v", err)
+	}
+	rdr.Release()
+	rec.Release()
+	if got := ids(t, mustOpen(t, db, "ow"), ""); !slices.Equal(got, []int64{30}) {
+		t.Fatalf("rows %v", got)
 	}
 }

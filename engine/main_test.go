@@ -52,13 +52,20 @@ func openDB(t testing.TB, storeURL string) *DB {
 // openDBOn opens a DB on store s with the shared etcd as catalog.
 func openDBOn(t testing.TB, s objstore.Store) *DB {
 	t.Helper()
+	return openDBWith(t, s, Options{})
+}
+
+// openDBWith is openDBOn with options (opts.Etcd is set here).
+func openDBWith(t testing.TB, s objstore.Store, opts Options) *DB {
+	t.Helper()
 	ctx := context.Background()
 	cli, err := coord.Connect(ctx, coord.Config{Endpoints: testEtcd.Endpoints()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cli.Close() })
-	db, err := Open(ctx, s, Options{Etcd: cli.Etcd()})
+	opts.Etcd = cli.Etcd()
+	db, err := Open(ctx, s, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func (t *Table) Update(ctx context.Context, set map[string]string, where string,
 		txn := t.newTxn(manifest.OpUpdate, o)
 		op, updated, err := t.planUpdate(ctx, set, where, txn.ID)
 		if err != nil {
-			return CommitResult{}, err
+			return t.settleKeyed(ctx, txn, CommitResult{}, err)
 		}
 		if updated == 0 {
 			return CommitResult{Version: t.m.Version}, nil
@@ -84,7 +84,7 @@ func (t *Table) Update(ctx context.Context, set map[string]string, where string,
 			res.Rows = updated
 		}
 		if err == nil || !errors.Is(err, manifest.ErrRetryable) || attempt >= t.db.opts.WriteRetries {
-			return res, err
+			return t.settleKeyed(ctx, txn, res, err)
 		}
 		if lerr := t.refreshHead(ctx); lerr != nil {
 			return res, errors.Join(err, lerr)

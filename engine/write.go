@@ -157,10 +157,16 @@ func (t *Table) Append(ctx context.Context, rdr array.RecordReader, opts ...Writ
 		return CommitResult{}, err
 	}
 	defer t.holdWhileWriting(ctx)()
+	// Plan on HEAD, as every write does: a version committed but not published (its
+	// writer died before publishing) is committed, and an append planned below an
+	// overwrite there would conflict with it forever. One GET when the handle is current.
+	if err := t.refreshHead(ctx); err != nil {
+		return CommitResult{}, err
+	}
 	txn := t.newTxn(manifest.OpAppend, o)
 	frags, rows, err := t.writeFragments(ctx, rdr, t.Schema(), t.m.Schema.FieldIDs, txn.ID)
 	if err != nil {
-		return CommitResult{}, err
+		return t.settleKeyed(ctx, txn, CommitResult{}, err)
 	}
 	if rows == 0 {
 		return CommitResult{Version: t.m.Version}, nil
@@ -168,7 +174,7 @@ func (t *Table) Append(ctx context.Context, rdr array.RecordReader, opts ...Writ
 	txn.Op.NewFragments = frags
 	res, err := t.commit(ctx, txn)
 	res.Rows = rows
-	return res, err
+	return t.settleKeyed(ctx, txn, res, err)
 }
 
 // AppendRecord appends one record batch (see Append).
@@ -192,6 +198,11 @@ func (t *Table) Overwrite(ctx context.Context, rdr array.RecordReader, opts ...W
 		return CommitResult{}, err
 	}
 	defer t.holdWhileWriting(ctx)()
+	// Plan on HEAD (see Append): the overwrite replaces the rows of the latest committed
+	// version, and conflicts with what commits after it.
+	if err := t.refreshHead(ctx); err != nil {
+		return CommitResult{}, err
+	}
 	schema := rdr.Schema()
 	old := t.Schema()
 	ids := make([]int32, schema.NumFields())
@@ -212,12 +223,12 @@ func (t *Table) Overwrite(ctx context.Context, rdr array.RecordReader, opts ...W
 	txn.Op.Schema = &ms
 	frags, rows, err := t.writeFragments(ctx, rdr, schema, ids, txn.ID)
 	if err != nil {
-		return CommitResult{}, err
+		return t.settleKeyed(ctx, txn, CommitResult{}, err)
 	}
 	txn.Op.NewFragments = frags
 	res, err := t.commit(ctx, txn)
 	res.Rows = rows
-	return res, err
+	return t.settleKeyed(ctx, txn, res, err)
 }
 
 // Delete marks the rows matching where in the table's latest version (HEAD) as deleted: each touched fragment gets a new
@@ -250,7 +261,7 @@ func (t *Table) Delete(ctx context.Context, where string, opts ...WriteOption) (
 		txn := t.newTxn(manifest.OpDelete, o)
 		op, deleted, err := t.planDelete(ctx, where, txn.ID)
 		if err != nil {
-			return CommitResult{}, err
+			return t.settleKeyed(ctx, txn, CommitResult{}, err)
 		}
 		if deleted == 0 {
 			return CommitResult{Version: t.m.Version}, nil
@@ -261,7 +272,7 @@ func (t *Table) Delete(ctx context.Context, where string, opts ...WriteOption) (
 			res.Rows = deleted
 		}
 		if err == nil || !errors.Is(err, manifest.ErrRetryable) || attempt >= t.db.opts.WriteRetries {
-			return res, err
+			return t.settleKeyed(ctx, txn, res, err)
 		}
 		if lerr := t.refreshHead(ctx); lerr != nil {
 			return res, errors.Join(err, lerr)

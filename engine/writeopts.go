@@ -76,3 +76,27 @@ func (t *Table) duplicate(ctx context.Context, dup *manifest.DuplicateError) (Co
 	}
 	return res, nil
 }
+
+// settleKeyed decides a keyed write that failed (err not nil, and not Unknown) by its
+// idempotency key: if the key committed already (a write run again after its client
+// crashed), the write took effect, and the result is that version as a Duplicate, even
+// when this run failed before reaching its commit loop (a failing first-write hook, a
+// store error writing its files, bad input). The key is looked for in HEAD's remembered
+// keys (one GET when the handle is current); if that read fails, the outcome is Unknown
+// (Table.Retry of txn then decides). Unkeyed writes and successes pass through.
+func (t *Table) settleKeyed(ctx context.Context, txn manifest.Transaction, res CommitResult, err error) (CommitResult, error) {
+	key := txn.IdempotencyKey
+	if err == nil || key == "" || OutcomeOf(err) != Rejected || errors.Is(err, ErrInvalidOption) ||
+		errors.Is(err, ErrTableDropped) || errors.Is(err, manifest.ErrTableNotFound) {
+		return res, err
+	}
+	head, lerr := manifest.CatchUp(ctx, t.db.store, t.name, t.m, t.db.groups())
+	if lerr != nil {
+		return res, &UnknownError{Table: t.name, Txn: txn,
+			Err: fmt.Errorf("%w (and whether idempotency key %q committed earlier could not be read: %w)", err, key, lerr)}
+	}
+	if rec, ok := head.IdempotencyVersion(key); ok && rec.TxnID != txn.ID {
+		return t.duplicate(ctx, &manifest.DuplicateError{Table: t.name, Key: key, Version: rec.Version, TxnID: rec.TxnID})
+	}
+	return res, err
+}
