@@ -144,7 +144,19 @@ func TestChaos(t *testing.T) {
 	rng := rand.New(rand.NewSource(seed(t)))
 	began := time.Now()
 	ctx := context.Background()
-	s := storetest.Local(t)
+	// The journals, the children's output and the store are kept when the test fails.
+	dir, err := os.MkdirTemp("", "shale-chaostest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("journals, logs (<proc>.<incarnation>.log) and the store kept in %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	s := storetest.LocalAt(t, filepath.Join(dir, "store"))
 	db := enginetest.OpenDB(t, s, engine.Options{})
 	cli, err := coord.Connect(ctx, coord.Config{Endpoints: enginetest.Etcd().Endpoints()})
 	if err != nil {
@@ -166,11 +178,14 @@ func TestChaos(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c := &controller{t: t, sz: sz, rng: rng, s: s, db: db, dir: t.TempDir(), etcd: cli.Etcd(),
+	c := &controller{t: t, sz: sz, rng: rng, s: s, db: db, dir: filepath.Join(dir, "run"), etcd: cli.Etcd(),
 		st: runStats{seamKills: map[string]int{}}, seams: seamsByRole(), slowSeams: map[string][]string{
 			roleWorker:    {"manifest.before_txn_put", "manifest.before_version_put", "engine.update_planned", "engine.before_publish", "fragment.encode_batch"},
 			roleCompactor: {"compaction.after_sidecar", "compaction.write_batch", "manifest.before_version_put", "compaction.before_publish"},
 		}}
+	if err := os.Mkdir(c.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("size %s: %d writers (%d ops each at most), %d compactor(s), %d recoverer(s), %d gc loop(s), %s of chaos",
 		sz.name, sz.workers, sz.ops, sz.compactors, sz.recoverers, sz.gcs, sz.chaos)
 	c.run()
@@ -577,7 +592,8 @@ func (c *controller) report(ck *checker, chaosWall, checkWall time.Duration) {
 	counts := map[key]int{}
 	decided := map[key]int{} // unknown or killed operations that landed
 	var aborted, conflicts, dups, retries, again, total int
-	rejected := map[string]int{}
+	rejected, rejectedExample := map[string]int{}, map[string]string{}
+	var rejectedLanded []string // run again under a key that had landed, and Rejected
 	for _, o := range ck.ops {
 		if o.Proc == "ctl" {
 			continue
@@ -585,15 +601,22 @@ func (c *controller) report(ck *checker, chaosWall, checkWall time.Duration) {
 		total++
 		k := key{o.Kind, o.outcome()}
 		counts[k]++
-		if _, ok := ck.landed[o.Key]; ok && (k.outcome == "unknown" || k.outcome == "killed") {
+		if v, ok := ck.landed[o.Key]; ok && (k.outcome == "unknown" || k.outcome == "killed" || k.outcome == "rejected-again") {
 			decided[k]++
+			if k.outcome == "rejected-again" {
+				rejectedLanded = append(rejectedLanded, fmt.Sprintf("%s (%s, landed v%d, run %d times): %s", o.Key, o.Kind, v, o.Begins, o.End.Err))
+			}
 		}
 		if o.Begins > 1 {
 			again++
 		}
 		if e := o.End; e != nil {
 			if e.Outcome == engine.Rejected.String() {
-				rejected[errClass(e.Err)]++
+				k := errClass(e.Err)
+				rejected[k]++
+				if rejectedExample[k] == "" {
+					rejectedExample[k] = e.Err
+				}
 			}
 			if e.Aborted {
 				aborted++
@@ -613,11 +636,17 @@ func (c *controller) report(ck *checker, chaosWall, checkWall time.Duration) {
 	t.Logf("writer operations: %d (run again under the same key: %d; Table.Retry calls: %d; duplicates found by key: %d; rejected as fenced (ErrTxnAborted): %d; conflicts: %d)",
 		total, again, retries, dups, aborted, conflicts)
 	for _, kind := range []string{kindAppend, kindDelete, kindUpdate, kindOverwrite} {
-		t.Logf("  %-9s committed %4d  rejected %4d  unknown %3d (landed %3d)  killed %3d (landed %3d)", kind,
+		t.Logf("  %-9s committed %4d  rejected %4d  unknown %3d (landed %3d)  killed %3d (landed %3d)  rejected when run again %3d (landed %3d)", kind,
 			counts[key{kind, "committed"}], counts[key{kind, "rejected"}],
-			counts[key{kind, "unknown"}], decided[key{kind, "unknown"}], counts[key{kind, "killed"}], decided[key{kind, "killed"}])
+			counts[key{kind, "unknown"}], decided[key{kind, "unknown"}], counts[key{kind, "killed"}], decided[key{kind, "killed"}],
+			counts[key{kind, "rejected-again"}], decided[key{kind, "rejected-again"}])
 	}
-	t.Logf("  rejected because: %v", rejected)
+	for _, k := range slices.Sorted(maps.Keys(rejected)) {
+		t.Logf("  rejected: %s x%d, e.g. %s", k, rejected[k], rejectedExample[k])
+	}
+	for _, s := range rejectedLanded {
+		t.Logf("  Rejected when run again under a key that had landed: %s", s)
+	}
 	maint := map[string]*[4]int{} // runs, errors, deleted, fenced
 	errKinds := map[string]int{}
 	errExample := map[string]string{}

@@ -108,10 +108,23 @@ func child(raw string) int {
 // openChild opens the parent's store and etcd (enginetest.ChildEnv) as a DB with opts. A
 // lossy child's store loses some version puts' replies and some version reads, and its
 // etcd loses some replies to writes of the published pointers (seeded by seed).
+//
+// Opening the store probes put-if-absent through the local store's temp directory, which
+// a GC with no grace empties of other processes' temp files (only rude: their writes
+// fail, nothing is lost), so a failed open is tried again.
 func openChild(ctx context.Context, opts engine.Options, lossy bool, seed int64) (*engine.DB, func(), error) {
-	s, err := objstore.Open(ctx, os.Getenv(enginetest.EnvStore), objstore.Options{})
-	if err != nil {
-		return nil, nil, err
+	var (
+		s   objstore.Store
+		err error
+	)
+	for try := 0; ; try++ {
+		if s, err = objstore.Open(ctx, os.Getenv(enginetest.EnvStore), objstore.Options{}); err == nil {
+			break
+		}
+		if try == 10 {
+			return nil, nil, err
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	cli, err := coord.Connect(ctx, coord.Config{Endpoints: strings.Split(os.Getenv(enginetest.EnvEtcd), ",")})
 	if err != nil {

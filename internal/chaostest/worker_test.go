@@ -76,13 +76,17 @@ func runWorker(cfg childConfig) error {
 		}
 		w.tbls[name] = tbl
 	}
-	// Rebuild what earlier incarnations knew; run again, under the same key, an
-	// operation an earlier incarnation was killed in.
+	// Rebuild what earlier incarnations knew; run again, under the same key, the
+	// operation the last incarnation was killed in. An operation killed earlier was
+	// abandoned by a forgetful incarnation: running it again now, perhaps thousands of
+	// keyed writes later, would be outside the window in which the table remembers its
+	// key (manifest.ConfigIdempotencyKeys), where a duplicate is documented behaviour.
 	var again []*opState
-	for _, o := range opsOf(entries) {
+	ops := opsOf(entries)
+	for i, o := range ops {
 		w.nextOp = o.Op + 1
 		if o.killed() {
-			if cfg.Forget {
+			if cfg.Forget || i < len(ops)-1 {
 				w.learn(o.Kind, o.Table, o.IDs, engine.Unknown.String())
 			} else {
 				again = append(again, o)
