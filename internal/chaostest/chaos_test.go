@@ -118,6 +118,7 @@ type runStats struct {
 	holdsExpired   int // leases revoked (of paused and of dead processes)
 	lossy          int // worker incarnations with a lossy store and etcd
 	slowed         int // incarnations that sleep at a seam
+	stopping       time.Duration
 	cleanExits     int
 	failedChildren []string
 }
@@ -336,7 +337,11 @@ func (c *controller) start(p *proc) {
 			if p.spec != "" {
 				p.spec += ";"
 			}
-			p.spec += fmt.Sprintf("%s=sleep(%dms)", seam, 20+c.rng.Intn(400))
+			ms := 20 + c.rng.Intn(400)
+			if strings.HasSuffix(seam, "_batch") { // hit once per batch
+				ms = 5 + c.rng.Intn(50)
+			}
+			p.spec += fmt.Sprintf("%s=sleep(%dms)", seam, ms)
 			c.st.slowed++
 		}
 	}
@@ -552,12 +557,16 @@ func (c *controller) finish() {
 		t.Fatal(err)
 	}
 	deadline := time.After(2 * time.Minute)
+	stopAt := time.Now()
 	for _, p := range c.procs {
 		if !p.running {
 			continue
 		}
 		select {
 		case <-p.done:
+			if d := time.Since(stopAt); d > 3*time.Second {
+				t.Logf("%s.%d took %s to stop (spec %q)", p.name, p.inc, d.Round(time.Millisecond), p.spec)
+			}
 		case <-deadline:
 			_ = p.cmd.Process.Signal(syscall.SIGQUIT) // its goroutines go to its log
 			time.Sleep(2 * time.Second)
@@ -567,6 +576,7 @@ func (c *controller) finish() {
 		}
 		c.reap(p)
 	}
+	c.st.stopping = time.Since(stopAt)
 	c.rd.halt()
 	if len(c.st.failedChildren) > 0 {
 		t.Fatalf("child process failed:\n%s", strings.Join(c.st.failedChildren, "\n"))
@@ -630,7 +640,8 @@ func (c *controller) report(ck *checker, chaosWall, checkWall time.Duration) {
 			retries += e.Retries
 		}
 	}
-	t.Logf("wall time: %s of chaos and setup, %s of checks", chaosWall.Round(time.Millisecond), checkWall.Round(time.Millisecond))
+	t.Logf("wall time: %s of setup and chaos (%s of it stopping the processes), %s of checks",
+		chaosWall.Round(time.Millisecond), c.st.stopping.Round(time.Millisecond), checkWall.Round(time.Millisecond))
 	t.Logf("processes: %d incarnations (%d armed with a seam to kill at, %d slow at a seam, %d worker incarnations lossy); SIGKILL at a seam %d %v; SIGKILL by the controller %d; SIGSTOP %d (%d of them past the lease); holds' leases revoked %d; clean exits %d",
 		c.st.incarnations, c.st.armed, c.st.slowed, c.st.lossy, sum(c.st.seamKills), c.st.seamKills, c.st.ctlKills, c.st.stops, c.st.leaseExpiries, c.st.holdsExpired, c.st.cleanExits)
 	t.Logf("writer operations: %d (run again under the same key: %d; Table.Retry calls: %d; duplicates found by key: %d; rejected as fenced (ErrTxnAborted): %d; conflicts: %d)",

@@ -134,7 +134,60 @@ func check(t *testing.T, s objstore.Store, db *engine.DB, dir string, workers []
 		c.content(table, head, "HEAD after the final gc")
 		c.noOrphans(table)
 	}
+	for _, table := range tables {
+		c.liveness(table)
+	}
 	return c
+}
+
+// liveness appends a few rows to table through a fresh handle, as a new client would:
+// whatever the run left behind (drift included), the write must commit, and the table
+// then reads as the model plus those rows.
+//
+// One failure is a known bug (TestUnpublishedOverwriteBlocksWriters): an overwrite whose
+// writer died between its commit and its publish makes every later append conflict. It
+// is reported, not failed, until that test's skip is removed.
+func (c *checker) liveness(table string) {
+	key := "ctl-final-" + table
+	ids := seqIDs(900, 905)
+	if table == owTable {
+		ids = seqIDs(990, 995)
+	}
+	tbl, err := c.db.OpenTable(c.ctx, table)
+	if err != nil {
+		c.fail("%s: open for a last append: %v", table, err)
+		return
+	}
+	rec := batch(ids, key)
+	res, err := tbl.AppendRecord(c.ctx, rec, engine.WithIdempotencyKey(key))
+	rec.Release()
+	var ce *manifest.ConflictError
+	if errors.As(err, &ce) && ce.Theirs.Op.Kind == manifest.OpOverwrite && ce.TheirsVersion > tbl.Version() {
+		c.notes = append(c.notes, fmt.Sprintf("KNOWN BUG (TestUnpublishedOverwriteBlocksWriters): %s: a fresh append at the published version %d conflicts with the unpublished overwrite v%d; no append or overwrite can commit: %v",
+			table, tbl.Version(), ce.TheirsVersion, err))
+		return
+	}
+	if err != nil {
+		c.fail("%s: a fresh append after the run: %v", table, err)
+		return
+	}
+	o := &opState{Proc: "ctl", Key: key, Kind: kindAppend, Table: table, IDs: ids, Begins: 1,
+		End: &entry{T: "end", Key: key, Outcome: engine.Committed.String(), Version: res.Version}}
+	c.ops = append(c.ops, o)
+	c.byKey[key] = o
+	c.landed[key] = res.Version
+	for _, id := range ids {
+		c.idOwner[id] = o
+	}
+	p, _, err := c.db.Catalog().Get(c.ctx, table)
+	if err != nil {
+		c.fail("%s: published pointer: %v", table, err)
+		return
+	}
+	if p.Version < res.Version {
+		c.fail("%s: a fresh append committed as version %d, but the published version is %d", table, res.Version, p.Version)
+	}
+	c.content(table, p.Version, "published after a last append")
 }
 
 // loadOps reads every worker's journal.
