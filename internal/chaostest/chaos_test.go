@@ -603,7 +603,6 @@ func (c *controller) report(ck *checker, chaosWall, checkWall time.Duration) {
 	decided := map[key]int{} // unknown or killed operations that landed
 	var aborted, conflicts, dups, retries, again, total int
 	rejected, rejectedExample := map[string]int{}, map[string]string{}
-	var rejectedLanded []string // run again under a key that had landed, and Rejected
 	for _, o := range ck.ops {
 		if o.Proc == "ctl" {
 			continue
@@ -611,11 +610,8 @@ func (c *controller) report(ck *checker, chaosWall, checkWall time.Duration) {
 		total++
 		k := key{o.Kind, o.outcome()}
 		counts[k]++
-		if v, ok := ck.landed[o.Key]; ok && (k.outcome == "unknown" || k.outcome == "killed" || k.outcome == "rejected-again") {
+		if _, ok := ck.landed[o.Key]; ok && (k.outcome == "unknown" || k.outcome == "killed") {
 			decided[k]++
-			if k.outcome == "rejected-again" {
-				rejectedLanded = append(rejectedLanded, fmt.Sprintf("%s (%s, landed v%d, run %d times): %s", o.Key, o.Kind, v, o.Begins, o.End.Err))
-			}
 		}
 		if o.Begins > 1 {
 			again++
@@ -647,16 +643,12 @@ func (c *controller) report(ck *checker, chaosWall, checkWall time.Duration) {
 	t.Logf("writer operations: %d (run again under the same key: %d; Table.Retry calls: %d; duplicates found by key: %d; rejected as fenced (ErrTxnAborted): %d; conflicts: %d)",
 		total, again, retries, dups, aborted, conflicts)
 	for _, kind := range []string{kindAppend, kindDelete, kindUpdate, kindOverwrite} {
-		t.Logf("  %-9s committed %4d  rejected %4d  unknown %3d (landed %3d)  killed %3d (landed %3d)  rejected when run again %3d (landed %3d)", kind,
+		t.Logf("  %-9s committed %4d  rejected %4d  unknown %3d (landed %3d)  killed %3d (landed %3d)", kind,
 			counts[key{kind, "committed"}], counts[key{kind, "rejected"}],
-			counts[key{kind, "unknown"}], decided[key{kind, "unknown"}], counts[key{kind, "killed"}], decided[key{kind, "killed"}],
-			counts[key{kind, "rejected-again"}], decided[key{kind, "rejected-again"}])
+			counts[key{kind, "unknown"}], decided[key{kind, "unknown"}], counts[key{kind, "killed"}], decided[key{kind, "killed"}])
 	}
 	for _, k := range slices.Sorted(maps.Keys(rejected)) {
 		t.Logf("  rejected: %s x%d, e.g. %s", k, rejected[k], rejectedExample[k])
-	}
-	for _, s := range rejectedLanded {
-		t.Logf("  Rejected when run again under a key that had landed: %s", s)
 	}
 	maint := map[string]*[4]int{} // runs, errors, deleted, fenced
 	errKinds := map[string]int{}

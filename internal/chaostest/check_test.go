@@ -161,12 +161,6 @@ func (c *checker) liveness(table string) {
 	rec := batch(ids, key)
 	res, err := tbl.AppendRecord(c.ctx, rec, engine.WithIdempotencyKey(key))
 	rec.Release()
-	var ce *manifest.ConflictError
-	if errors.As(err, &ce) && ce.Theirs.Op.Kind == manifest.OpOverwrite && ce.TheirsVersion > tbl.Version() {
-		c.notes = append(c.notes, fmt.Sprintf("KNOWN BUG (TestUnpublishedOverwriteBlocksWriters): %s: a fresh append at the published version %d conflicts with the unpublished overwrite v%d; no append or overwrite can commit: %v",
-			table, tbl.Version(), ce.TheirsVersion, err))
-		return
-	}
 	if err != nil {
 		c.fail("%s: a fresh append after the run: %v", table, err)
 		return

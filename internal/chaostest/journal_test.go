@@ -10,7 +10,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/shale-db/shale/engine"
 )
 
 // entry is one line of a process's journal (<dir>/<name>.journal, shared by its
@@ -126,17 +125,12 @@ type opState struct {
 // killed reports whether the operation's last run has no end (its process died in it).
 func (o *opState) killed() bool { return o.End == nil }
 
-// outcome is the journaled outcome, "killed", or "rejected-again" for a run again
-// under the same key that was Rejected: that run committed nothing, but an earlier run
-// may have (a keyed write that fails before its commit loop, say in the
-// BeforeFirstWrite hook or while writing its files, is Rejected without looking for its
-// key), so the operation is undecided, like a killed one.
+// outcome is the journaled outcome, or "killed". A run again under the same key that
+// ends Rejected means the key landed nowhere: a keyed write whose key committed already
+// is its Duplicate, even when it fails before its commit loop.
 func (o *opState) outcome() string {
-	switch {
-	case o.End == nil:
+	if o.End == nil {
 		return "killed"
-	case o.End.Outcome == engine.Rejected.String() && o.Begins > 1:
-		return "rejected-again"
 	}
 	return o.End.Outcome
 }
