@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
-
 )
 
 // entry is one line of a process's journal (<dir>/<name>.journal, shared by its
