@@ -106,8 +106,11 @@ func TestDroppedManifestResponseIsUnknownThenRetryCommitsOnce(t *testing.T) {
 	}
 	// Every attempt's reply is lost (an identical retry would otherwise succeed at once:
 	// the same transaction on the same parent encodes to the same bytes).
-	fs.Add(faults.Rule{Name: "lost reply", Ops: []objstore.Op{objstore.OpPutIfAbsent}, Key: "u/_versions/*", Kind: faults.DropResponse})
-	fs.Add(faults.Rule{Name: "no read-back", Ops: []objstore.Op{objstore.OpGet}, Key: "u/_versions/*", Kind: faults.DropRequest})
+	// (Armed once the append has planned on HEAD and written its files.)
+	atSeam(t, "manifest.before_txn_put", func() {
+		fs.Add(faults.Rule{Name: "lost reply", Ops: []objstore.Op{objstore.OpPutIfAbsent}, Key: "u/_versions/*", Kind: faults.DropResponse})
+		fs.Add(faults.Rule{Name: "no read-back", Ops: []objstore.Op{objstore.OpGet}, Key: "u/_versions/*", Kind: faults.DropRequest})
+	})
 	rec := kvBatch(0, 5)
 	_, err = tbl.AppendRecord(ctx, rec)
 	rec.Release()

@@ -71,7 +71,8 @@ func TestUnknownAppendLandedThenExpiredIsCommittedOnRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendRange(t, tbl, 0, 3)
-	unknownLanded(fs, "u", tbl.Version()+1, 0) // every read-back fails: the engine's retries cannot decide
+	v := tbl.Version() + 1 // every read-back fails: the engine's retries cannot decide
+	atSeam(t, "manifest.before_txn_put", func() { unknownLanded(fs, "u", v, 0) })
 	rec := kvBatch(100, 105)
 	_, err = tbl.AppendRecord(ctx, rec)
 	rec.Release()
@@ -175,7 +176,8 @@ func TestRetryOnReopenedHandleChecksConflicts(t *testing.T) {
 	}
 
 	// An append whose outcome was unknown, retried after the table was overwritten.
-	unknownNotLanded(fs, "u", h.Version()+1)
+	v = h.Version() + 1
+	atSeam(t, "manifest.before_txn_put", func() { unknownNotLanded(fs, "u", v) })
 	rec := kvBatchFor(h.Schema(), 10, 12)
 	_, err = h.AppendRecord(ctx, rec)
 	rec.Release()

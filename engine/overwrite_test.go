@@ -3,8 +3,10 @@ package engine
 import (
 	"context"
 	"errors"
+	"github.com/shale-db/shale/internal/failpoint"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/shale-db/shale/manifest"
 )
@@ -21,6 +23,20 @@ func TestConcurrentOverwritesOneWins(t *testing.T) {
 	}
 	appendRange(t, tbl, 0, 10)
 	h1, h2 := mustOpen(t, db, "ow"), mustOpen(t, db, "ow")
+	// Both overwrites have planned (on the same HEAD) before either commits.
+	var planned sync.WaitGroup
+	planned.Add(2)
+	allPlanned := make(chan struct{})
+	go func() { planned.Wait(); close(allPlanned) }()
+	defer failpoint.Enable("manifest.before_txn_put", failpoint.Call(func(ctx context.Context) error {
+		planned.Done()
+		select {
+		case <-allPlanned:
+			return nil
+		case <-time.After(30 * time.Second):
+			return errors.New("the other overwrite never planned")
+		}
+	}).Times(2))()
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i, h := range []*Table{h1, h2} {
@@ -51,11 +67,18 @@ func TestConcurrentOverwritesOneWins(t *testing.T) {
 		t.Fatalf("%d rows after one overwrite", n)
 	}
 
+	// An append that commits while an overwrite is in flight (planned on HEAD, its files
+	// written) makes the overwrite retry: it must not silently drop rows committed after
+	// it read. (An overwrite started after the append replaces them: it plans on HEAD.)
 	stale := mustOpen(t, db, "ow")
-	appendRange(t, mustOpen(t, db, "ow"), 500, 503)
+	off := failpoint.Enable("manifest.before_txn_put", failpoint.Call(func(ctx context.Context) error {
+		_, err := mustOpen(t, db, "ow").AppendRecord(ctx, kvBatch(500, 503))
+		return err
+	}).Once())
 	rec := kvBatch(900, 901)
 	rdr := recordReader(rec)
 	_, err = stale.Overwrite(ctx, rdr)
+	off()
 	rdr.Release()
 	rec.Release()
 	if !errors.Is(err, manifest.ErrRetryable) {

@@ -160,8 +160,15 @@ func (t *Table) Append(ctx context.Context, rdr array.RecordReader, opts ...Writ
 	// Plan on HEAD, as every write does: a version committed but not published (its
 	// writer died before publishing) is committed, and an append planned below an
 	// overwrite there would conflict with it forever. One GET when the handle is current.
+	// Records of the schema this handle had (columns added or dropped since) keep it:
+	// their field ids still name their columns, and the commit loop checks them against
+	// every version since (an overwrite that renumbered them is a conflict).
+	m0 := t.m
 	if err := t.refreshHead(ctx); err != nil {
 		return CommitResult{}, err
+	}
+	if t.m != m0 && checkSchema(t.name, t.Schema(), rdr.Schema()) != nil && checkSchema(t.name, m0.Schema.MustArrow(), rdr.Schema()) == nil {
+		t.m = m0
 	}
 	txn := t.newTxn(manifest.OpAppend, o)
 	frags, rows, err := t.writeFragments(ctx, rdr, t.Schema(), t.m.Schema.FieldIDs, txn.ID)

@@ -3,6 +3,7 @@ package fencetest
 import (
 	"context"
 	"errors"
+	"github.com/shale-db/shale/internal/failpoint"
 	"slices"
 	"testing"
 
@@ -35,8 +36,12 @@ func TestRetryAfterCollectionIsRejected(t *testing.T) {
 	rec.Release()
 	before := enginetest.Rows(t, tbl)
 	key := manifest.ManifestKey("t", tbl.Version()+1)
-	fs.Add(faults.Rule{Ops: []objstore.Op{objstore.OpPutIfAbsent}, Key: key, Kind: faults.DropRequest, Class: objstore.ErrOutcomeUnknown})
-	fs.Add(faults.Rule{Ops: []objstore.Op{objstore.OpGet}, Key: key, Kind: faults.DropRequest})
+	// Armed once the append has planned (on HEAD) and written its files.
+	defer failpoint.Enable("manifest.before_txn_put", failpoint.Call(func(context.Context) error {
+		fs.Add(faults.Rule{Ops: []objstore.Op{objstore.OpPutIfAbsent}, Key: key, Kind: faults.DropRequest, Class: objstore.ErrOutcomeUnknown})
+		fs.Add(faults.Rule{Ops: []objstore.Op{objstore.OpGet}, Key: key, Kind: faults.DropRequest})
+		return nil
+	}).Once())()
 	rec = batch(100, 110)
 	_, err = tbl.AppendRecord(ctx, rec)
 	rec.Release()
