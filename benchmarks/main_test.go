@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/shale-db/shale/internal/coord"
+	"github.com/shale-db/shale/coord"
 )
 
 // testEtcd is one real embedded etcd shared by the package's tests and benchmarks.

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/shale-db/shale/internal/failpoint"
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 )
 
 // maintConfig runs the compact and recover suites tiny: 3,000 synthetic rows in 30
@@ -68,7 +68,7 @@ func TestRunCompactRecoverTiny(t *testing.T) {
 					t.Errorf("%s: %d times, median %v, %d rows", s.Name, len(s.Times), s.Median(), s.Rows)
 				}
 				// 3 output data files of up to 1,024 rows, whichever way they are made.
-				if got := s.Requests.ByOp[objstore.OpPut] + s.Requests.ByOp[objstore.OpPutIfAbsent]; got < 3 {
+				if got := s.Requests.ByOp[store.OpPut] + s.Requests.ByOp[store.OpPutIfAbsent]; got < 3 {
 					t.Errorf("%s: %s, want at least the 3 data files written", s.Name, s.Requests)
 				}
 			}
@@ -78,10 +78,10 @@ func TestRunCompactRecoverTiny(t *testing.T) {
 				}
 			}
 			// Compaction commits and publishes; the baseline writes data files only.
-			if eng := c.Sample(CompactEngine); eng.Etcd["txn"] < 1 || eng.Requests.ByOp[objstore.OpPutIfAbsent] < 2 {
+			if eng := c.Sample(CompactEngine); eng.Etcd["txn"] < 1 || eng.Requests.ByOp[store.OpPutIfAbsent] < 2 {
 				t.Errorf("compaction made store %s, etcd %v; want the sidecar and the manifest put-if-absent and a publish", eng.Requests, eng.Etcd)
 			}
-			if b := c.Sample(CompactScanWrite); len(b.Etcd) != 0 || b.Requests.ByOp[objstore.OpPutIfAbsent] != 0 {
+			if b := c.Sample(CompactScanWrite); len(b.Etcd) != 0 || b.Requests.ByOp[store.OpPutIfAbsent] != 0 {
 				t.Errorf("baseline made store %s, etcd %v; want data file puts only", b.Requests, b.Etcd)
 			}
 
@@ -98,7 +98,7 @@ func TestRunCompactRecoverTiny(t *testing.T) {
 				if run.DeletedFiles != run.Back {
 					t.Errorf("%d sidecars: %d files deleted, want %d (one per rolled-back attempt)", run.Sidecars, run.DeletedFiles, run.Back)
 				}
-				if n := run.Sample.Requests.ByOp[objstore.OpDelete]; want.n > 0 && n < int64(want.n) {
+				if n := run.Sample.Requests.ByOp[store.OpDelete]; want.n > 0 && n < int64(want.n) {
 					t.Errorf("%d sidecars: %d deletes, want at least one per sidecar", want.n, n)
 				}
 				if want.fwd > 0 && run.Sample.Etcd["txn"] < int64(want.fwd) {

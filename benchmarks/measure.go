@@ -9,7 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 )
 
 // Took is the cost of one timed run.
@@ -37,7 +37,7 @@ type Sample struct {
 	Rows  int64
 	Bytes int64
 	// Requests are the store requests of the first repetition (they do not vary).
-	Requests objstore.Requests
+	Requests store.Requests
 	// Etcd are the etcd KV requests of the first repetition, by kind (a Txn counts once).
 	Etcd map[string]int64
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/shale-db/shale/compaction"
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/internal/failpoint"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/recovery"
+	"github.com/shale-db/shale/store"
 )
 
 // Defaults of the recover suite.
@@ -164,7 +164,7 @@ func runRecover(ctx context.Context, e *env, cfg Config, log io.Writer) (*Recove
 }
 
 // checkRecovered checks that Recover resolved every sidecar as expected and left nothing.
-func checkRecovered(ctx context.Context, s objstore.Store, rp recovery.Report, r *RecoverRun, rep int) error {
+func checkRecovered(ctx context.Context, s store.Store, rp recovery.Report, r *RecoverRun, rep int) error {
 	fwd, back, deleted := 0, 0, 0
 	for _, o := range rp.Outcomes {
 		switch o.Action {
@@ -199,9 +199,9 @@ func recoverChecks(r *RecoverResult) []Check {
 		if run.Sidecars != 0 {
 			continue
 		}
-		want := map[objstore.Op]int64{objstore.OpList: 1}
+		want := map[store.Op]int64{store.OpList: 1}
 		got := run.Sample.Requests.ByOp
-		ok := len(got) == len(want) && got[objstore.OpList] == 1 && len(run.Sample.Etcd) == 0
+		ok := len(got) == len(want) && got[store.OpList] == 1 && len(run.Sample.Etcd) == 0
 		return []Check{{Name: "recover with no pending sidecar", Target: "one store LIST, no etcd request",
 			Measured: fmt.Sprintf("%s, etcd %s, %s median", reqString(run.Sample.Requests), countString(run.Sample.Etcd), ms(run.Sample.Median())), Met: ok}}
 	}

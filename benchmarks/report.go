@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 )
 
 // Report is the outcome of Run. Markdown renders it; the fields are there for callers that
@@ -110,11 +110,11 @@ func checks(r Report) []Check {
 	}
 	var opens, commits []string
 	openOK, commitOK := true, true
-	var firstOpen, firstCommit map[objstore.Op]int64
+	var firstOpen, firstCommit map[store.Op]int64
 	for i, h := range r.History {
 		if h.Open != nil {
 			opens = append(opens, fmt.Sprintf("%d versions: %s", h.Versions, reqString(h.Open.Requests)))
-			if !maps.Equal(h.Open.Requests.ByOp, map[objstore.Op]int64{objstore.OpGet: 1}) {
+			if !maps.Equal(h.Open.Requests.ByOp, map[store.Op]int64{store.OpGet: 1}) {
 				openOK = false
 			}
 			if i == 0 {
@@ -328,7 +328,7 @@ func group(n int64) string {
 }
 
 // reqString renders request counts as "get=1 put=2" in a stable order ("none" for none).
-func reqString(r objstore.Requests) string {
+func reqString(r store.Requests) string {
 	if r.Total() == 0 {
 		return "none"
 	}

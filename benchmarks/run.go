@@ -15,10 +15,10 @@ import (
 	"github.com/oklog/ulid/v2"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/shale-db/shale/coord"
 	"github.com/shale-db/shale/engine"
-	"github.com/shale-db/shale/internal/coord"
 	"github.com/shale-db/shale/internal/fragment"
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 )
 
 // Suite names accepted by Config.Suites.
@@ -240,7 +240,7 @@ func (c Config) has(suite string) bool { return slices.Contains(c.Suites, suite)
 // env is what the suites run against: one store under a fresh sub-location, a DB over it
 // whose catalog lives under a fresh etcd prefix, and counters of both.
 type env struct {
-	store     objstore.Store
+	store     store.Store
 	db        *engine.DB
 	etcd      *clientv3.Client // counting wrapper of the caller's client
 	endpoints []string         // the caller's client's, for writer processes
@@ -266,8 +266,8 @@ func (e *env) openDB(ctx context.Context, change func(*engine.Options)) (*engine
 }
 
 // storeRequests and etcdRequests snapshot the counters.
-func (e *env) storeRequests() objstore.Requests { return e.store.Counters().Snapshot() }
-func (e *env) etcdRequests() map[string]int64   { return e.kv.Snapshot() }
+func (e *env) storeRequests() store.Requests  { return e.store.Counters().Snapshot() }
+func (e *env) etcdRequests() map[string]int64 { return e.kv.Snapshot() }
 
 // newEnv connects to etcd (or starts an embedded one) and opens the run's store.
 func newEnv(ctx context.Context, cfg Config, log io.Writer) (_ *env, err error) {
@@ -318,7 +318,7 @@ func newEnv(ctx context.Context, cfg Config, log io.Writer) (_ *env, err error) 
 	if err != nil {
 		return nil, err
 	}
-	st, err := objstore.Open(ctx, runURL, objstore.Options{})
+	st, err := store.Open(ctx, runURL, store.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -372,7 +372,7 @@ func subURL(base, name string) (string, string, error) {
 }
 
 // deletePrefix deletes every object under prefix (untimed cleanup between repetitions).
-func deletePrefix(ctx context.Context, s objstore.Store, prefix string) error {
+func deletePrefix(ctx context.Context, s store.Store, prefix string) error {
 	objs, err := s.List(ctx, prefix, 0)
 	if err != nil {
 		return err

@@ -14,8 +14,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/shale-db/shale/internal/coord"
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/coord"
+	"github.com/shale-db/shale/store"
 )
 
 // tinyConfig runs every suite on a few thousand synthetic rows in many small batches and
@@ -60,7 +60,7 @@ func TestRunTiny(t *testing.T) {
 				}
 				return
 			}
-			st, err := objstore.Open(ctx, rep.StoreURL, objstore.Options{ReadOnly: true})
+			st, err := store.Open(ctx, rep.StoreURL, store.Options{ReadOnly: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,16 +103,16 @@ func checkTinyReport(t *testing.T, rep Report) {
 	if n := len(rep.Import.Samples); n != 5 {
 		t.Errorf("import has %d samples, want 5", n)
 	}
-	if w := rep.Import.Sample(ImportWriter); w.Requests.ByOp[objstore.OpPut] != int64((cfg.Rows+cfg.FileRows-1)/cfg.FileRows) || len(w.Etcd) != 0 {
+	if w := rep.Import.Sample(ImportWriter); w.Requests.ByOp[store.OpPut] != int64((cfg.Rows+cfg.FileRows-1)/cfg.FileRows) || len(w.Etcd) != 0 {
 		t.Errorf("fragment writer made store %s, etcd %v; want one put per data file and no etcd", w.Requests, w.Etcd)
 	}
 	// The engine import and the encode+put baseline write the same number of data files.
 	eng, base := rep.Import.Sample(ImportEngine), rep.Import.Sample(ImportEncodePut)
 	files := int64((cfg.Rows + cfg.FileRows - 1) / cfg.FileRows)
-	if got := base.Requests.ByOp[objstore.OpPut]; got != files {
+	if got := base.Requests.ByOp[store.OpPut]; got != files {
 		t.Errorf("baseline made %d puts, want %d data files", got, files)
 	}
-	if got := eng.Requests.ByOp[objstore.OpPut] + eng.Requests.ByOp[objstore.OpPutIfAbsent]; got < files {
+	if got := eng.Requests.ByOp[store.OpPut] + eng.Requests.ByOp[store.OpPutIfAbsent]; got < files {
 		t.Errorf("engine import made %d writes (%s), want at least the %d data files", got, eng.Requests, files)
 	}
 	if enc := rep.Import.Sample(ImportEncode); enc.Requests.Total() != 0 {
@@ -134,7 +134,7 @@ func checkTinyReport(t *testing.T, rep Report) {
 			t.Errorf("%s decoded %d bytes, the raw baseline %d", name, s.Bytes, raw.Bytes)
 		}
 	}
-	if got := raw.Requests.ByOp[objstore.OpGet]; got != files {
+	if got := raw.Requests.ByOp[store.OpGet]; got != files {
 		t.Errorf("raw baseline made %d GETs, want one per data file (%d)", got, files)
 	}
 	var filtered int
@@ -165,13 +165,13 @@ func checkTinyReport(t *testing.T, rep Report) {
 		}
 		// Opening through the catalog reads the pointer from etcd, never LISTs; without a
 		// catalog HEAD is found by LIST.
-		if h.Open.Etcd["get"] < 1 || h.Open.Requests.ByOp[objstore.OpList] != 0 {
+		if h.Open.Etcd["get"] < 1 || h.Open.Requests.ByOp[store.OpList] != 0 {
 			t.Errorf("%d versions: open with catalog made store %s, etcd %v", h.Versions, h.Open.Requests, h.Open.Etcd)
 		}
-		if h.OpenNoCatalog.Requests.ByOp[objstore.OpList] < 1 || len(h.OpenNoCatalog.Etcd) != 0 {
+		if h.OpenNoCatalog.Requests.ByOp[store.OpList] < 1 || len(h.OpenNoCatalog.Etcd) != 0 {
 			t.Errorf("%d versions: open without catalog made store %s, etcd %v", h.Versions, h.OpenNoCatalog.Requests, h.OpenNoCatalog.Etcd)
 		}
-		if h.Commit.Requests.ByOp[objstore.OpPutIfAbsent] < 1 || h.Commit.Etcd["txn"] < 1 {
+		if h.Commit.Requests.ByOp[store.OpPutIfAbsent] < 1 || h.Commit.Etcd["txn"] < 1 {
 			t.Errorf("%d versions: commit made store %s, etcd %v; want a put-if-absent and an etcd txn", h.Versions, h.Commit.Requests, h.Commit.Etcd)
 		}
 	}

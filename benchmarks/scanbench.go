@@ -13,7 +13,7 @@ import (
 
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/internal/fragment"
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 )
 
 // scanParallelism is the engine's default ScanParallelism, used for the engine scans and
@@ -34,7 +34,7 @@ var (
 // with arrow-go's ipc.FileReader over a bytes.Reader, on workers goroutines (batches are
 // handed out in file order; each file is fetched once, by the first worker that needs it).
 // It returns the rows and in-memory Arrow bytes decoded.
-func rawScan(ctx context.Context, s objstore.Store, files []fragment.DataFile, workers int) (rows, nbytes int64, err error) {
+func rawScan(ctx context.Context, s store.Store, files []fragment.DataFile, workers int) (rows, nbytes int64, err error) {
 	type openFile struct {
 		once sync.Once
 		fr   *ipc.FileReader

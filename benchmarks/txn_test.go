@@ -12,7 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/shale-db/shale/engine"
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 )
 
 // TestRunTxnTiny runs the txn suite small: 1 and 2 writer processes for a short window,
@@ -60,7 +60,7 @@ func TestRunTxnTiny(t *testing.T) {
 		}
 		// Each commit made at least its data file, its transaction record and one
 		// put-if-absent of its manifest, all counted in the writer processes.
-		if got := rp.Requests.ByOp[objstore.OpPutIfAbsent]; got < int64(rp.Commits) || rp.Requests.ByOp[objstore.OpPut] < 2*int64(rp.Commits) {
+		if got := rp.Requests.ByOp[store.OpPutIfAbsent]; got < int64(rp.Commits) || rp.Requests.ByOp[store.OpPut] < 2*int64(rp.Commits) {
 			t.Errorf("%d writers: %d commits made %s", w.Procs, rp.Commits, rp.Requests)
 		}
 		if rp.Attempts < rp.Commits || rp.Etcd["txn"] < int64(rp.Commits) {
@@ -73,7 +73,7 @@ func TestRunTxnTiny(t *testing.T) {
 	var cfgSmall, cfgBig *TxnHistory
 	for i := range r.Histories {
 		h := &r.Histories[i]
-		if len(h.Open.Times) != cfg.OpenReps || len(h.Commit.Times) != cfg.Reps || h.Open.Requests.ByOp[objstore.OpGet] != 1 {
+		if len(h.Open.Times) != cfg.OpenReps || len(h.Commit.Times) != cfg.Reps || h.Open.Requests.ByOp[store.OpGet] != 1 {
 			t.Errorf("%s %d: %d opens (%s), %d commits", h.Kind, h.Versions, len(h.Open.Times), h.Open.Requests, len(h.Commit.Times))
 		}
 		if h.Kind == HistoryConfig && h.Versions == 3 {
@@ -164,7 +164,7 @@ func BenchmarkTxnWriters(b *testing.B) {
 				elapsed += r.Elapsed
 				p50, p99 = append(p50, r.P50), append(p99, r.P99)
 				if sum.Requests.ByOp == nil {
-					sum.Requests.ByOp = map[objstore.Op]int64{}
+					sum.Requests.ByOp = map[store.Op]int64{}
 				}
 				for op, c := range r.Requests.ByOp {
 					sum.Requests.ByOp[op] += c

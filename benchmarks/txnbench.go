@@ -13,7 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/shale-db/shale/engine"
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 )
 
 // TxnResult holds the txn suite's measurements.
@@ -45,7 +45,7 @@ type WritersRep struct {
 	P50, P99  time.Duration
 	Max       time.Duration
 	PerWriter []int // commits per writer
-	Requests  objstore.Requests
+	Requests  store.Requests
 	Etcd      map[string]int64
 }
 
@@ -64,7 +64,7 @@ func (w WritersResult) MedianCommitsPerSec() float64 {
 // Sum adds the repetitions up (commits, attempts, rebases, requests) for per-commit ratios.
 func (w WritersResult) Sum() WritersRep {
 	var s WritersRep
-	s.Requests.ByOp, s.Etcd = map[objstore.Op]int64{}, map[string]int64{}
+	s.Requests.ByOp, s.Etcd = map[store.Op]int64{}, map[string]int64{}
 	for _, r := range w.Reps {
 		s.Commits += r.Commits
 		s.Attempts += r.Attempts
@@ -179,7 +179,7 @@ func runWindow(ctx context.Context, e *env, cfg Config, rec arrow.RecordBatch, n
 
 // foldWriters combines the writers of one window.
 func foldWriters(results []writerResult) WritersRep {
-	r := WritersRep{Requests: objstore.Requests{ByOp: map[objstore.Op]int64{}}, Etcd: map[string]int64{}}
+	r := WritersRep{Requests: store.Requests{ByOp: map[store.Op]int64{}}, Etcd: map[string]int64{}}
 	var start, end int64
 	var lat []time.Duration
 	for i, w := range results {
@@ -399,7 +399,7 @@ func ints(xs []int) string {
 	return strings.Join(s, " ")
 }
 
-func perCommit(by map[objstore.Op]int64, commits int) string {
+func perCommit(by map[store.Op]int64, commits int) string {
 	if commits == 0 || len(by) == 0 {
 		return "none"
 	}

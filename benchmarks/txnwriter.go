@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shale-db/shale/coord"
 	"github.com/shale-db/shale/engine"
-	"github.com/shale-db/shale/internal/coord"
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 )
 
 // Writer processes of the txn suite. The runner re-executes the current binary (the test
@@ -61,7 +61,7 @@ type writerResult struct {
 	Latencies  []time.Duration // per commit
 	Attempts   []int           // put-if-absent attempts per commit
 	Rebased    []int           // versions rebased over per commit
-	Requests   objstore.Requests
+	Requests   store.Requests
 	Etcd       map[string]int64
 }
 
@@ -72,7 +72,7 @@ func runWriter(cfgJSON string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
 	defer cancel()
-	st, err := objstore.Open(ctx, cfg.Store, objstore.Options{})
+	st, err := store.Open(ctx, cfg.Store, store.Options{})
 	if err != nil {
 		return err
 	}

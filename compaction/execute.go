@@ -11,9 +11,9 @@ import (
 
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/internal/fragment"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
+	"github.com/shale-db/shale/store"
 )
 
 // ErrAttemptsExhausted: every attempt met a retryable conflict (a concurrent delete,
@@ -43,7 +43,7 @@ type Hooks struct {
 
 // Executor runs compactions against one store and (optionally) its catalog.
 type Executor struct {
-	Store   objstore.Store
+	Store   store.Store
 	Catalog *catalog.Catalog // nil: commit without publishing (a bare store)
 	// Write tunes the new data files; MaxRowsPerFile defaults to the plan's TargetRows.
 	Write fragment.WriterOptions

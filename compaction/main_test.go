@@ -16,14 +16,14 @@ import (
 
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/engine/enginetest"
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 )
 
 // TestMain runs the tests with one real embedded etcd (engine/enginetest).
 func TestMain(m *testing.M) { enginetest.Main(m) }
 
 // openDB opens a DB on s with the shared etcd as its catalog.
-func openDB(t testing.TB, s objstore.Store) *engine.DB {
+func openDB(t testing.TB, s store.Store) *engine.DB {
 	return enginetest.OpenDB(t, s, engine.Options{})
 }
 

@@ -15,9 +15,9 @@ import (
 
 	"github.com/shale-db/shale/internal/failpoint"
 	"github.com/shale-db/shale/internal/fragment"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/internal/panics"
 	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/store"
 )
 
 // Seams on the rewrite's two goroutines per group: the reader (hit per input batch, after
@@ -29,7 +29,7 @@ var (
 
 // rewriter streams the live rows of planned groups into new data files.
 type rewriter struct {
-	store  objstore.Store
+	store  store.Store
 	m      *manifest.Manifest // the pinned read version
 	dir    string             // where the new data files go
 	schema *arrow.Schema      // the table schema at m

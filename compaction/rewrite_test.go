@@ -13,9 +13,9 @@ import (
 
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/internal/fragment"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/internal/storetest"
 	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/store"
 )
 
 // TestRewriteReadAhead: a group's reader runs ahead of its writer, in table order, with
@@ -118,7 +118,7 @@ func TestRewriteReadAhead(t *testing.T) {
 		}
 		_, err := run(t, tbl, nil)
 		var oe *manifest.ObjectError
-		if !errors.Is(err, objstore.ErrNotFound) || !errors.As(err, &oe) || oe.Key != key || oe.Table != "missing" || oe.Version != tbl.Version() {
+		if !errors.Is(err, store.ErrNotFound) || !errors.As(err, &oe) || oe.Key != key || oe.Table != "missing" || oe.Version != tbl.Version() {
 			t.Fatalf("Run: %v; want ErrNotFound in an ObjectError naming table, version %d and %s", err, tbl.Version(), key)
 		}
 		openAt(t, db, "missing", tbl.Version()) // not scanned: one of its data files is gone
@@ -128,7 +128,7 @@ func TestRewriteReadAhead(t *testing.T) {
 // gatedStore is a real store whose Puts of table's data files wait (up to 10 s) until
 // gateKey has been read, then fail with putErr (when set) or go through.
 type gatedStore struct {
-	objstore.Store
+	store.Store
 	table   string
 	gateKey string
 	putErr  error

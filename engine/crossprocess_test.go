@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shale-db/shale/internal/coord"
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/coord"
 	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/store"
 )
 
 // Child processes: the test binary re-executed with childEnv set runs one role and exits.
@@ -43,7 +43,7 @@ func child() error {
 		}
 		time.Sleep(time.Millisecond) // polling a condition with a deadline
 	}
-	s, err := objstore.Open(ctx, os.Getenv("STORE_URL"), objstore.Options{})
+	s, err := store.Open(ctx, os.Getenv("STORE_URL"), store.Options{})
 	if err != nil {
 		return err
 	}

@@ -17,9 +17,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/shale-db/shale/internal/fragment"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
+	"github.com/shale-db/shale/store"
 )
 
 // storeIDKey holds the store's identity, created once with put-if-absent. The catalog keys
@@ -56,7 +56,7 @@ type Options struct {
 	// and DB.Commit for each member table before its group begins; not CreateTable), with the DB's store and catalog (nil without one). An error fails
 	// that write and the hook runs again before the next one; concurrent first writes
 	// wait for one run. recovery.Hook rolls forward crashed maintenance here.
-	BeforeFirstWrite func(ctx context.Context, store objstore.Store, cat *catalog.Catalog, table string) error
+	BeforeFirstWrite func(ctx context.Context, s store.Store, cat *catalog.Catalog, table string) error
 	// WriteHoldAfter: a write (Append, Overwrite, Delete, Update) still running after this
 	// long takes a catalog hold so garbage collection cannot delete its not yet committed
 	// files, however short GC's grace period (default DefaultWriteHoldAfter; negative:
@@ -67,7 +67,7 @@ type Options struct {
 
 // DB is a set of tables in one store.
 type DB struct {
-	store   objstore.Store
+	store   store.Store
 	cat     *catalog.Catalog
 	storeID string
 	opts    Options
@@ -75,10 +75,10 @@ type DB struct {
 	firstWrites writeGates
 }
 
-// Open opens the tables of store. With opts.Etcd it reads (or creates) the store's id and
+// Open opens the tables of store s. With opts.Etcd it reads (or creates) the store's id and
 // uses the catalog under <prefix>/stores/<id>. Cost: one GET (plus one put-if-absent the
 // first time a store is used).
-func Open(ctx context.Context, store objstore.Store, opts Options) (*DB, error) {
+func Open(ctx context.Context, s store.Store, opts Options) (*DB, error) {
 	if opts.CatalogPrefix == "" {
 		opts.CatalogPrefix = "/shale"
 	}
@@ -97,9 +97,9 @@ func Open(ctx context.Context, store objstore.Store, opts Options) (*DB, error) 
 	if opts.GroupTimeout <= 0 {
 		opts.GroupTimeout = 30 * time.Second
 	}
-	db := &DB{store: store, opts: opts}
+	db := &DB{store: s, opts: opts}
 	if opts.Etcd != nil {
-		id, err := storeID(ctx, store)
+		id, err := storeID(ctx, s)
 		if err != nil {
 			return nil, err
 		}
@@ -109,17 +109,17 @@ func Open(ctx context.Context, store objstore.Store, opts Options) (*DB, error) 
 	return db, nil
 }
 
-func storeID(ctx context.Context, s objstore.Store) (string, error) {
+func storeID(ctx context.Context, s store.Store) (string, error) {
 	b, err := s.Get(ctx, storeIDKey)
 	if err == nil {
 		return strings.TrimSpace(string(b)), nil
 	}
-	if !errors.Is(err, objstore.ErrNotFound) {
+	if !errors.Is(err, store.ErrNotFound) {
 		return "", fmt.Errorf("read store id: %w", err)
 	}
 	id := ulid.MustNew(ulid.Timestamp(time.Now()), rand.Reader).String()
 	err = s.PutIfAbsent(ctx, storeIDKey, []byte(id))
-	if err != nil && !errors.Is(err, objstore.ErrPreconditionFailed) {
+	if err != nil && !errors.Is(err, store.ErrPreconditionFailed) {
 		return "", fmt.Errorf("create store id: %w", err)
 	}
 	b, err = s.Get(ctx, storeIDKey)
@@ -130,7 +130,7 @@ func storeID(ctx context.Context, s objstore.Store) (string, error) {
 }
 
 // Store is the DB's object store.
-func (db *DB) Store() objstore.Store { return db.store }
+func (db *DB) Store() store.Store { return db.store }
 
 // Options returns the DB's options with defaults filled in (maintenance executors use
 // them to write and commit as the DB's own writers do).
@@ -359,7 +359,7 @@ func (db *DB) DropTable(ctx context.Context, name string) (int, error) {
 			return 0, fmt.Errorf("drop table %q: %w", name, err)
 		}
 	}
-	var doomed []objstore.ObjectInfo
+	var doomed []store.ObjectInfo
 	for _, o := range objs {
 		if marker == nil || belowMarker(name, o.Key, marker.Version) {
 			doomed = append(doomed, o)
@@ -372,7 +372,7 @@ func (db *DB) DropTable(ctx context.Context, name string) (int, error) {
 		return 0, &manifest.DroppedError{Table: name, Version: marker.Version, Detail: "nothing is left to delete"}
 	}
 	versions := manifest.VersionsDir(name)
-	slices.SortStableFunc(doomed, func(a, b objstore.ObjectInfo) int {
+	slices.SortStableFunc(doomed, func(a, b store.ObjectInfo) int {
 		av, bv := strings.HasPrefix(a.Key, versions), strings.HasPrefix(b.Key, versions)
 		switch {
 		case av && !bv:

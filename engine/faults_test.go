@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shale-db/shale/internal/coord"
+	"github.com/shale-db/shale/coord"
 	"github.com/shale-db/shale/internal/faults"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/internal/storetest"
 	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/store"
 )
 
 // faultDB opens a DB on local disk behind a fault-injecting store, with its own etcd
@@ -108,8 +108,8 @@ func TestDroppedManifestResponseIsUnknownThenRetryCommitsOnce(t *testing.T) {
 	// the same transaction on the same parent encodes to the same bytes).
 	// (Armed once the append has planned on HEAD and written its files.)
 	atSeam(t, "manifest.before_txn_put", func() {
-		fs.Add(faults.Rule{Name: "lost reply", Ops: []objstore.Op{objstore.OpPutIfAbsent}, Key: "u/_versions/*", Kind: faults.DropResponse})
-		fs.Add(faults.Rule{Name: "no read-back", Ops: []objstore.Op{objstore.OpGet}, Key: "u/_versions/*", Kind: faults.DropRequest})
+		fs.Add(faults.Rule{Name: "lost reply", Ops: []store.Op{store.OpPutIfAbsent}, Key: "u/_versions/*", Kind: faults.DropResponse})
+		fs.Add(faults.Rule{Name: "no read-back", Ops: []store.Op{store.OpGet}, Key: "u/_versions/*", Kind: faults.DropRequest})
 	})
 	rec := kvBatch(0, 5)
 	_, err = tbl.AppendRecord(ctx, rec)
@@ -210,7 +210,7 @@ func TestStormEndsCommittedOrRejected(t *testing.T) {
 		t.Fatal(err)
 	}
 	handles := []*Table{mustOpen(t, db, "storm"), mustOpen(t, db, "storm"), mustOpen(t, db, "storm")}
-	fs.Add(faults.Rule{Name: "lost reply", Ops: []objstore.Op{objstore.OpPutIfAbsent, objstore.OpPut}, Kind: faults.DropResponse, Probability: 0.1})
+	fs.Add(faults.Rule{Name: "lost reply", Ops: []store.Op{store.OpPutIfAbsent, store.OpPut}, Kind: faults.DropResponse, Probability: 0.1})
 	fs.Add(faults.Rule{Name: "503", Kind: faults.DropRequest, Probability: 0.15})
 	type result struct {
 		from int64

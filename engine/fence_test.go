@@ -12,8 +12,8 @@ import (
 
 	"github.com/shale-db/shale/internal/failpoint"
 	"github.com/shale-db/shale/internal/faults"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/store"
 )
 
 // unknownNotLanded makes the manifest puts of table's version v look unanswered (the
@@ -21,9 +21,9 @@ import (
 // Unknown and nothing landed.
 func unknownNotLanded(fs *faults.Store, table string, v uint64) {
 	key := manifest.ManifestKey(table, v)
-	fs.Add(faults.Rule{Name: "put lost", Ops: []objstore.Op{objstore.OpPutIfAbsent}, Key: key,
-		Kind: faults.DropRequest, Class: objstore.ErrOutcomeUnknown})
-	fs.Add(faults.Rule{Name: "no read-back", Ops: []objstore.Op{objstore.OpGet}, Key: key, Kind: faults.DropRequest})
+	fs.Add(faults.Rule{Name: "put lost", Ops: []store.Op{store.OpPutIfAbsent}, Key: key,
+		Kind: faults.DropRequest, Class: store.ErrOutcomeUnknown})
+	fs.Add(faults.Rule{Name: "no read-back", Ops: []store.Op{store.OpGet}, Key: key, Kind: faults.DropRequest})
 }
 
 // unknownLanded makes the first manifest put of table's version v land with its reply
@@ -31,8 +31,8 @@ func unknownNotLanded(fs *faults.Store, table string, v uint64) {
 // store.
 func unknownLanded(fs *faults.Store, table string, v uint64, reads int) {
 	key := manifest.ManifestKey(table, v)
-	fs.Add(faults.Rule{Name: "reply lost", Ops: []objstore.Op{objstore.OpPutIfAbsent}, Key: key, Kind: faults.DropResponse, Times: 1})
-	fs.Add(faults.Rule{Name: "no read-back", Ops: []objstore.Op{objstore.OpGet}, Key: key, Kind: faults.DropRequest, Times: reads})
+	fs.Add(faults.Rule{Name: "reply lost", Ops: []store.Op{store.OpPutIfAbsent}, Key: key, Kind: faults.DropResponse, Times: 1})
+	fs.Add(faults.Rule{Name: "no read-back", Ops: []store.Op{store.OpGet}, Key: key, Kind: faults.DropRequest, Times: reads})
 }
 
 // atSeam runs f once when seam is reached (to arm faults after a write's planning reads).

@@ -11,10 +11,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/shale-db/shale/internal/failpoint"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/internal/storetest"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
+	"github.com/shale-db/shale/store"
 )
 
 // TestWithIdempotencyKeyCommitsOnce (issue 8 item 8): a keyed write run again (a new
@@ -101,7 +101,7 @@ func TestKeyedRerunFailingBeforeCommitIsDuplicate(t *testing.T) {
 		t.Fatal(err)
 	}
 	hookErr := errors.New("transient store error reading a sidecar's version")
-	db2 := openDBWith(t, s, Options{BeforeFirstWrite: func(context.Context, objstore.Store, *catalog.Catalog, string) error { return hookErr }})
+	db2 := openDBWith(t, s, Options{BeforeFirstWrite: func(context.Context, store.Store, *catalog.Catalog, string) error { return hookErr }})
 	res, err := mustOpen(t, db2, "k").AppendRecord(ctx, rec, WithIdempotencyKey("k"))
 	if err != nil || !res.Duplicate || res.Version != first.Version {
 		t.Fatalf("run again under a committed key, failing before its commit: %+v, %v; want the Duplicate of v%d", res, err, first.Version)

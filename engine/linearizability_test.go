@@ -19,10 +19,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/shale-db/shale/internal/coord"
+	"github.com/shale-db/shale/coord"
 	"github.com/shale-db/shale/internal/faults"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/store"
 )
 
 // Multi-process transaction tests: children are this test binary re-executed with
@@ -96,8 +96,8 @@ func runLinChild(cfgJSON string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
 	defer cancel()
-	var s objstore.Store
-	s, err := objstore.Open(ctx, cfg.Store, objstore.Options{})
+	var s store.Store
+	s, err := store.Open(ctx, cfg.Store, store.Options{})
 	if err != nil {
 		return err
 	}
@@ -165,13 +165,13 @@ func runLinChild(cfgJSON string) error {
 //
 // It returns the wrapped store and a function writing the injection counts to
 // faults-p<N>.json in the run's directory.
-func linInjectFaults(s objstore.Store, cli *coord.Client, cfg linChildConfig) (objstore.Store, func() error) {
+func linInjectFaults(s store.Store, cli *coord.Client, cfg linChildConfig) (store.Store, func() error) {
 	seed := cfg.Seed ^ uint64(cfg.Proc+1)*0x9e3779b97f4a7c15
 	fs := faults.NewStore(s, seed)
-	ops := []objstore.Op{objstore.OpPutIfAbsent}
+	ops := []store.Op{store.OpPutIfAbsent}
 	fs.Add(faults.Rule{Name: "manifest-answer-lost", Ops: ops, Key: "*/_versions/*", Kind: faults.DropResponse, Probability: 0.10})
-	fs.Add(faults.Rule{Name: "manifest-request-lost", Ops: ops, Key: "*/_versions/*", Kind: faults.DropRequest, Class: objstore.ErrOutcomeUnknown, Probability: 0.05})
-	fs.Add(faults.Rule{Name: "data-put-failed", Ops: []objstore.Op{objstore.OpPut}, Key: "*/data/*", Kind: faults.DropRequest, Probability: 0.03})
+	fs.Add(faults.Rule{Name: "manifest-request-lost", Ops: ops, Key: "*/_versions/*", Kind: faults.DropRequest, Class: store.ErrOutcomeUnknown, Probability: 0.05})
+	fs.Add(faults.Rule{Name: "data-put-failed", Ops: []store.Op{store.OpPut}, Key: "*/data/*", Kind: faults.DropRequest, Probability: 0.03})
 	kv := faults.WrapKV(cli.Etcd(), seed+1)
 	hard := status.Error(codes.Unknown, "injected: not retryable")
 	kv.Add(faults.EtcdRule{Name: "publish-failed", WritesOnly: true, Kind: faults.DropRequest, Times: 2, Err: hard})

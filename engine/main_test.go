@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/shale-db/shale/internal/coord"
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/coord"
+	"github.com/shale-db/shale/store"
 )
 
 // testEtcd is one embedded etcd shared by the package's tests (real etcd, not a mock).
@@ -41,7 +41,7 @@ func openDB(t testing.TB, storeURL string) *DB {
 	if storeURL == "" {
 		storeURL = fmt.Sprintf("mem://engine-test-%d", storeSeq.Add(1))
 	}
-	s, err := objstore.Open(ctx, storeURL, objstore.Options{})
+	s, err := store.Open(ctx, storeURL, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,13 +50,13 @@ func openDB(t testing.TB, storeURL string) *DB {
 }
 
 // openDBOn opens a DB on store s with the shared etcd as catalog.
-func openDBOn(t testing.TB, s objstore.Store) *DB {
+func openDBOn(t testing.TB, s store.Store) *DB {
 	t.Helper()
 	return openDBWith(t, s, Options{})
 }
 
 // openDBWith is openDBOn with options (opts.Etcd is set here).
-func openDBWith(t testing.TB, s objstore.Store, opts Options) *DB {
+func openDBWith(t testing.TB, s store.Store, opts Options) *DB {
 	t.Helper()
 	ctx := context.Background()
 	cli, err := coord.Connect(ctx, coord.Config{Endpoints: testEtcd.Endpoints()})

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/shale-db/shale/internal/failpoint"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
+	"github.com/shale-db/shale/store"
 )
 
 // prepareAppend prepares appending ids [from, to) to tbl.
@@ -245,7 +245,7 @@ func TestMultiTableCommitRunsBeforeFirstWrite(t *testing.T) {
 	var calls []string
 	hookErr := errors.New("roll-forward failed")
 	failOn := "b"
-	hook := func(ctx context.Context, s objstore.Store, cat *catalog.Catalog, table string) error {
+	hook := func(ctx context.Context, s store.Store, cat *catalog.Catalog, table string) error {
 		calls = append(calls, table)
 		if head, err := manifest.Head(ctx, s, table); err != nil || head != 1 {
 			t.Errorf("table %q: HEAD %d (%v) when the hook ran, want 1: the hook must run before the group prepares", table, head, err)

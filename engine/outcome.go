@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/shale-db/shale/internal/failpoint"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
+	"github.com/shale-db/shale/store"
 )
 
 // Outcome is what a write's result means for the table (invariant 5).
@@ -237,7 +237,7 @@ func PointerOf(m *manifest.Manifest, checksum uint32) catalog.Pointer {
 // created without a catalog); if a drop removed it meanwhile, the pointer is taken back.
 // Errors: ErrTableDropped (wrapping the catalog's or the store's evidence), catalog and
 // store errors.
-func PublishVersion(ctx context.Context, s objstore.Store, cat *catalog.Catalog, m *manifest.Manifest, checksum uint32) (catalog.Advanced, error) {
+func PublishVersion(ctx context.Context, s store.Store, cat *catalog.Catalog, m *manifest.Manifest, checksum uint32) (catalog.Advanced, error) {
 	p := PointerOf(m, checksum)
 	if m.Txn.Op.Kind == manifest.OpCreate {
 		adv, err := cat.Advance(ctx, m.Table, p, false)

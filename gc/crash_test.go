@@ -15,14 +15,14 @@ import (
 
 	"github.com/shale-db/shale/engine/enginetest"
 	"github.com/shale-db/shale/internal/failpoint"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/internal/storetest"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/recovery"
+	"github.com/shale-db/shale/store"
 )
 
 // childCmd re-executes the test binary in mode with env added.
-func childCmd(s objstore.Store, mode, table string, env ...string) *exec.Cmd {
+func childCmd(s store.Store, mode, table string, env ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(append(os.Environ(), childEnv+"="+mode, "TABLE="+table), enginetest.ChildEnv(s)...)
 	cmd.Env = append(cmd.Env, env...)

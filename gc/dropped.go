@@ -8,10 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
 	"github.com/shale-db/shale/recovery"
+	"github.com/shale-db/shale/store"
 )
 
 // tableDirs are the children that make a top-level prefix look like a table directory.
@@ -19,7 +19,7 @@ var tableDirs = []string{"data/", "_deletions/", "_txn/", "_versions/"}
 
 // reserved are store-wide prefixes that are never a table's, whatever they hold (table
 // names cannot start with '_' or '.' either; this is belt and braces).
-var reserved = []string{"_shale/", recovery.Dir, objstore.ProbeKeyPrefix, objstore.TempDir + "/"}
+var reserved = []string{"_shale/", recovery.Dir, store.ProbeKeyPrefix, store.TempDir + "/"}
 
 // DroppedCandidates groups a listing of the whole store (objs, any order) into the
 // top-level prefixes that look like the remains of a dropped table: a valid table name,
@@ -29,8 +29,8 @@ var reserved = []string{"_shale/", recovery.Dir, objstore.ProbeKeyPrefix, objsto
 // other objects under the prefix (shapes GC does not recognise) are left out, so they
 // are never deleted. Reserved prefixes (_shale/, _recovery/, _probe/, .shale-tmp/) and
 // top-level objects are never candidates. Pure.
-func DroppedCandidates(objs []objstore.ObjectInfo) map[string][]objstore.ObjectInfo {
-	out := map[string][]objstore.ObjectInfo{}
+func DroppedCandidates(objs []store.ObjectInfo) map[string][]store.ObjectInfo {
+	out := map[string][]store.ObjectInfo{}
 	live := map[string]bool{}
 	for _, o := range objs {
 		if isReserved(o.Key) {
@@ -81,8 +81,8 @@ type DroppedSkip struct {
 // every object under its data/, _deletions/, _txn/ and _versions/ except the marker
 // manifest and its transaction record, ascending by key (objs, any order). The marker
 // stays for good: it keeps the table's version numbers from being used again.
-func markerLeftovers(h manifest.TableHead, objs []objstore.ObjectInfo) []objstore.ObjectInfo {
-	var out []objstore.ObjectInfo
+func markerLeftovers(h manifest.TableHead, objs []store.ObjectInfo) []store.ObjectInfo {
+	var out []store.ObjectInfo
 	keep := manifest.ManifestKey(h.Table, h.Head)
 	for _, o := range objs {
 		rest, ok := strings.CutPrefix(o.Key, h.Table+"/")
@@ -112,7 +112,7 @@ func markerLeftovers(h manifest.TableHead, objs []objstore.ObjectInfo) []objstor
 // or the first files of a table being created under the same name). heads caches HEAD
 // manifests read (manifest.HeadsOf); tables in live were just collected as live tables
 // and are not looked at (one dropped since is collected by the next run).
-func collectDropped(ctx context.Context, s objstore.Store, cat *catalog.Catalog, p Policy, rep *Report, only string, heads map[string]manifest.TableHead, live map[string]bool) error {
+func collectDropped(ctx context.Context, s store.Store, cat *catalog.Catalog, p Policy, rep *Report, only string, heads map[string]manifest.TableHead, live map[string]bool) error {
 	prefix := ""
 	if only != "" {
 		prefix = only + "/"
@@ -176,7 +176,7 @@ func collectDropped(ctx context.Context, s objstore.Store, cat *catalog.Catalog,
 
 // droppedBlocker returns why table's leftovers must stay ("" if nothing protects them).
 // marker is the version of its drop marker (0: a manifest-less prefix).
-func droppedBlocker(ctx context.Context, s objstore.Store, cat *catalog.Catalog, table string, marker uint64) (string, error) {
+func droppedBlocker(ctx context.Context, s store.Store, cat *catalog.Catalog, table string, marker uint64) (string, error) {
 	if cat != nil {
 		_, _, err := cat.Get(ctx, table)
 		switch {

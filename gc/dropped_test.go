@@ -10,14 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/internal/storetest"
 	"github.com/shale-db/shale/manifest/catalog"
+	"github.com/shale-db/shale/store"
 )
 
 func TestDroppedCandidates(t *testing.T) {
 	old := time.Now().Add(-time.Hour)
-	var objs []objstore.ObjectInfo
+	var objs []store.ObjectInfo
 	for _, k := range []string{
 		"_shale/store-id",
 		"_recovery/01ABC.json",
@@ -30,9 +30,9 @@ func TestDroppedCandidates(t *testing.T) {
 		"gone/other.txt", // unknown shape inside a candidate: never deleted
 		"junk/_versions/stray.tmp",
 	} {
-		objs = append(objs, objstore.ObjectInfo{Key: k, ModTime: old})
+		objs = append(objs, store.ObjectInfo{Key: k, ModTime: old})
 	}
-	objs = append(objs, objstore.ObjectInfo{Key: "kept/data/B.arrow"}, objstore.ObjectInfo{Key: "kept/_versions/00000000000000000001.manifest"})
+	objs = append(objs, store.ObjectInfo{Key: "kept/data/B.arrow"}, store.ObjectInfo{Key: "kept/_versions/00000000000000000001.manifest"})
 	got := DroppedCandidates(objs)
 	keys := func(t string) (out []string) {
 		for _, o := range got[t] {

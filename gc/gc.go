@@ -16,10 +16,10 @@ import (
 
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/internal/failpoint"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
 	"github.com/shale-db/shale/recovery"
+	"github.com/shale-db/shale/store"
 )
 
 // Failpoint seams (internal/failpoint; free unless enabled), in the order a run passes
@@ -96,7 +96,7 @@ type TableReport struct {
 // Concurrent runs: a file two runs both listed and both deleted is reported as deleted
 // by both (Deleted, DroppedLeftovers, StoreFiles, TempFiles, and an expired version in
 // both runs' Expired), so byte totals summed over concurrent runs can count a file
-// twice. This run cannot tell whose delete removed it: objstore.Store.Delete is
+// twice. This run cannot tell whose delete removed it: store.Store.Delete is
 // idempotent by contract (a missing object is not an error; S3's DeleteObject answers
 // 204 either way, and the local store swallows ENOENT). Each run's report is still an
 // upper bound of what it freed, and the store ends in the same state.
@@ -124,7 +124,7 @@ type Report struct {
 	// TempKept counts temp files kept (younger than the grace period).
 	TempKept int `json:"temp_kept"`
 	// StoreFiles are store-wide leftovers deleted: precondition-probe objects
-	// (objstore.ProbeKeyPrefix) of a process that died while opening the store.
+	// (store.ProbeKeyPrefix) of a process that died while opening the store.
 	StoreFiles []File `json:"store_files"`
 	// OrphanClaims are recovery claims deleted (or, in a dry run, deletable) whose
 	// sidecar is gone, left by a recovery that died between deleting the sidecar and
@@ -185,13 +185,13 @@ var ErrGC = errors.New("gc")
 //
 // Errors wrap ErrGC and name the table and, where there is one, the object key and
 // version. A failure on one table stops the run (the report holds what was done).
-func Run(ctx context.Context, s objstore.Store, cat *catalog.Catalog, table string, p Policy) (Report, error) {
+func Run(ctx context.Context, s store.Store, cat *catalog.Catalog, table string, p Policy) (Report, error) {
 	return RunWithRecover(ctx, s, cat, table, p, recovery.Options{})
 }
 
 // RunWithRecover is Run with explicit options for the recovery.Recover it runs first
 // (MinAge: only sidecars older than that are resolved; default recovery.DefaultMinAge).
-func RunWithRecover(ctx context.Context, s objstore.Store, cat *catalog.Catalog, table string, p Policy, ro recovery.Options) (Report, error) {
+func RunWithRecover(ctx context.Context, s store.Store, cat *catalog.Catalog, table string, p Policy, ro recovery.Options) (Report, error) {
 	p = p.withDefaults()
 	rep := Report{DryRun: p.DryRun}
 	tables := []string{table}
@@ -254,7 +254,7 @@ func RunWithRecover(ctx context.Context, s objstore.Store, cat *catalog.Catalog,
 }
 
 type collector struct {
-	s     objstore.Store
+	s     store.Store
 	cat   *catalog.Catalog
 	table string
 	p     Policy
@@ -540,7 +540,7 @@ func (g *collector) collect(ctx context.Context, refs *Refs, expired []uint64, m
 		}
 	}
 	for attempt := 1; ; attempt++ {
-		var garbage []objstore.ObjectInfo
+		var garbage []store.ObjectInfo
 		kept := map[string]Class{}
 		unfenced := map[string]bool{}
 		for _, o := range objs {
@@ -653,7 +653,7 @@ func (g *collector) sizes(ctx context.Context, prefixes ...string) (map[string]i
 	return out, nil
 }
 
-func (g *collector) keep(o objstore.ObjectInfo, c Class) {
+func (g *collector) keep(o store.ObjectInfo, c Class) {
 	g.rep.Kept[c]++
 	g.rep.KeptBytes[c] += o.Size
 	g.rep.BytesKept += o.Size
@@ -662,7 +662,7 @@ func (g *collector) keep(o objstore.ObjectInfo, c Class) {
 	}
 }
 
-func (g *collector) deleted(o objstore.ObjectInfo, c Class) {
+func (g *collector) deleted(o store.ObjectInfo, c Class) {
 	g.rep.Deleted = append(g.rep.Deleted, File{Key: o.Key, Bytes: o.Size, Class: c})
 	g.rep.BytesDeleted += o.Size
 }
@@ -689,7 +689,7 @@ func (g *collector) sidecars(ctx context.Context) ([]recovery.Sidecar, error) {
 	var out []recovery.Sidecar
 	for _, k := range keys {
 		b, err := g.s.Get(ctx, k)
-		if errors.Is(err, objstore.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
 		if err != nil {
@@ -709,12 +709,12 @@ func (g *collector) sidecars(ctx context.Context) ([]recovery.Sidecar, error) {
 // probeMinAge is the least age of a probe object GC deletes, whatever the grace period.
 const probeMinAge = 10 * time.Minute
 
-// collectProbes deletes precondition-probe objects (objstore.ProbeKeyPrefix) older than
+// collectProbes deletes precondition-probe objects (store.ProbeKeyPrefix) older than
 // the grace period: a probe deletes its objects, unless its process died first.
-func collectProbes(ctx context.Context, s objstore.Store, p Policy, rep *Report) error {
-	objs, err := s.List(ctx, objstore.ProbeKeyPrefix, 0)
+func collectProbes(ctx context.Context, s store.Store, p Policy, rep *Report) error {
+	objs, err := s.List(ctx, store.ProbeKeyPrefix, 0)
 	if err != nil {
-		return fmt.Errorf("list %s: %w", objstore.ProbeKeyPrefix, err)
+		return fmt.Errorf("list %s: %w", store.ProbeKeyPrefix, err)
 	}
 	// A probe takes milliseconds; deleting one mid-probe would make its Open report that
 	// the store ignores preconditions, so even "no grace" waits probeMinAge.
@@ -737,7 +737,7 @@ func collectProbes(ctx context.Context, s objstore.Store, p Policy, rep *Report)
 // TTL (recovery.OrphanClaims, which says why deleting a claim never risks data). The TTL,
 // not the grace period, decides: a claim is not data, and its owner, if alive, releases
 // it moments after deleting the sidecar.
-func collectClaims(ctx context.Context, s objstore.Store, p Policy, ttl time.Duration, rep *Report) error {
+func collectClaims(ctx context.Context, s store.Store, p Policy, ttl time.Duration, rep *Report) error {
 	orphans, young, err := recovery.OrphanClaims(ctx, s, ttl)
 	if err != nil {
 		return err
@@ -754,18 +754,18 @@ func collectClaims(ctx context.Context, s objstore.Store, p Policy, ttl time.Dur
 	return nil
 }
 
-// rooted is implemented by the local store (objstore's file:// store).
+// rooted is implemented by the local store (the store package's file:// store).
 type rooted interface{ Root() string }
 
 // collectTemp deletes a local store's temp files older than the grace period. Temp files
-// are never listed by the store (objstore.TempDir), so they are found on disk. Other
+// are never listed by the store (store.TempDir), so they are found on disk. Other
 // stores have none.
-func collectTemp(ctx context.Context, s objstore.Store, p Policy, rep *Report) error {
+func collectTemp(ctx context.Context, s store.Store, p Policy, rep *Report) error {
 	r, ok := s.(rooted)
 	if !ok {
 		return nil
 	}
-	dir := filepath.Join(r.Root(), objstore.TempDir)
+	dir := filepath.Join(r.Root(), store.TempDir)
 	cutoff := time.Now().Add(-p.GracePeriod)
 	var found []File
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {

@@ -12,9 +12,9 @@ import (
 	"github.com/shale-db/shale/compaction"
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/internal/failpoint"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/internal/storetest"
 	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/store"
 	"github.com/shale-db/shale/verify"
 )
 
@@ -44,7 +44,7 @@ func history(t *testing.T, db *engine.DB) *engine.Table {
 // an unreferenced deletion vector, a losing commit's transaction record, the record of
 // a writer that died before its manifest put (above HEAD), a local temp file, and a
 // precondition probe's object.
-func garbage(t *testing.T, s objstore.Store, tag string, d time.Duration) []string {
+func garbage(t *testing.T, s store.Store, tag string, d time.Duration) []string {
 	dead := manifest.NewTransactionID() // a writer that never committed: gc fences it
 	keys := []string{
 		"t/data/" + dead + "/0.arrow",
@@ -54,8 +54,8 @@ func garbage(t *testing.T, s objstore.Store, tag string, d time.Duration) []stri
 		"t/_deletions/0-3-" + tag + "dead.dv",
 		fmt.Sprintf("t/_txn/4-%sLOSER.txn", tag),
 		fmt.Sprintf("t/_txn/99-%sDEADWRITER.txn", tag),
-		objstore.TempDir + "/w-" + tag + "crashed",
-		objstore.ProbeKeyPrefix + tag + "-deadprobe",
+		store.TempDir + "/w-" + tag + "crashed",
+		store.ProbeKeyPrefix + tag + "-deadprobe",
 	}
 	for i, k := range keys {
 		plant(t, s, k, 100+i, d)
@@ -164,7 +164,7 @@ func TestRunExpiresAndCollects(t *testing.T) {
 	// first run's fence, 12), the newest tombstone, and looks past HEAD once: not the 8
 	// expired versions again. (Its own fence of the formerly young writer is built on 12,
 	// read already.)
-	if gets := s.Counters().Snapshot().Sub(reqs).ByOp[objstore.OpGet]; gets != 7 {
+	if gets := s.Counters().Snapshot().Sub(reqs).ByOp[store.OpGet]; gets != 7 {
 		t.Fatalf("second run made %d GETs, want 7", gets)
 	}
 	// The first run's fence (12) pushed version 9 out of the newest three: it expires
@@ -313,9 +313,9 @@ func TestBareStore(t *testing.T) {
 
 // youngTemp sums the bytes of the store-wide files GC collects by age (local temp files,
 // probe objects): after a run, only young ones are left.
-func youngTemp(t *testing.T, s objstore.Store) (n int64) {
+func youngTemp(t *testing.T, s store.Store) (n int64) {
 	for k, size := range diskFiles(t, s) {
-		if strings.HasPrefix(k, objstore.TempDir+"/") || strings.HasPrefix(k, objstore.ProbeKeyPrefix) {
+		if strings.HasPrefix(k, store.TempDir+"/") || strings.HasPrefix(k, store.ProbeKeyPrefix) {
 			n += size
 		}
 	}

@@ -20,9 +20,9 @@ import (
 	"github.com/shale-db/shale/compaction"
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/engine/enginetest"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/recovery"
+	"github.com/shale-db/shale/store"
 )
 
 // childEnv selects what the re-executed test binary does: "gc" (one Run of TABLE with
@@ -98,7 +98,7 @@ func waitFile(ctx context.Context, path string, d time.Duration) error {
 	}
 }
 
-func openDB(t testing.TB, s objstore.Store) *engine.DB {
+func openDB(t testing.TB, s store.Store) *engine.DB {
 	return enginetest.OpenDB(t, s, engine.Options{})
 }
 
@@ -170,7 +170,7 @@ func allRows(t testing.TB, db *engine.DB, table string) map[uint64][]string {
 	return out
 }
 
-func root(t testing.TB, s objstore.Store) string {
+func root(t testing.TB, s store.Store) string {
 	t.Helper()
 	r, ok := s.(interface{ Root() string })
 	if !ok {
@@ -180,7 +180,7 @@ func root(t testing.TB, s objstore.Store) string {
 }
 
 // diskFiles walks the store directory: every regular file's key (relative path) and size.
-func diskFiles(t testing.TB, s objstore.Store) map[string]int64 {
+func diskFiles(t testing.TB, s store.Store) map[string]int64 {
 	t.Helper()
 	dir := root(t, s)
 	out := map[string]int64{}
@@ -203,7 +203,7 @@ func diskFiles(t testing.TB, s objstore.Store) map[string]int64 {
 }
 
 // age sets the modification time of every file in the store directory to d ago.
-func age(t testing.TB, s objstore.Store, d time.Duration) {
+func age(t testing.TB, s store.Store, d time.Duration) {
 	t.Helper()
 	when := time.Now().Add(-d)
 	for key := range diskFiles(t, s) {
@@ -214,7 +214,7 @@ func age(t testing.TB, s objstore.Store, d time.Duration) {
 }
 
 // plant writes a file at key in the store directory with its modification time d ago.
-func plant(t testing.TB, s objstore.Store, key string, size int, d time.Duration) {
+func plant(t testing.TB, s store.Store, key string, size int, d time.Duration) {
 	t.Helper()
 	p := filepath.Join(root(t, s), filepath.FromSlash(key))
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -234,7 +234,7 @@ func plant(t testing.TB, s objstore.Store, key string, size int, d time.Duration
 // deletion vector and index file they name, each expired version's tombstone (about 60
 // bytes, kept so that its number is never reused), plus the store's fixed objects
 // (_shale/…: the store id). Everything else on disk is garbage or young.
-func needed(t testing.TB, s objstore.Store, tables ...string) map[string]int64 {
+func needed(t testing.TB, s store.Store, tables ...string) map[string]int64 {
 	t.Helper()
 	ctx := context.Background()
 	disk := diskFiles(t, s)
@@ -286,7 +286,7 @@ func sum(m map[string]int64) (n int64) {
 
 // checkDiskIsNeeded asserts that the store directory holds exactly the needed objects
 // plus the keys in young (files younger than the grace period).
-func checkDiskIsNeeded(t testing.TB, s objstore.Store, young []string, tables ...string) {
+func checkDiskIsNeeded(t testing.TB, s store.Store, young []string, tables ...string) {
 	t.Helper()
 	disk := diskFiles(t, s)
 	want := needed(t, s, tables...)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/shale-db/shale/internal/failpoint"
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 )
 
 // Failpoint seams of the commit loop (internal/failpoint; free unless enabled).
@@ -156,7 +156,7 @@ func (e *DuplicateError) Unwrap() error { return ErrDuplicate }
 // files) naming both transactions; *ExpiredLandingError (ErrLandedExpired: committed
 // earlier); *DuplicateError (ErrDuplicate: its idempotency key committed already); ErrCommitUnknown when the outcome cannot be decided; ErrTooManyAttempts;
 // *ObjectError for corrupt manifests met on the way; store errors.
-func Commit(ctx context.Context, s objstore.Store, table string, read *Manifest, txn Transaction, opts CommitOptions) (*Manifest, CommitStats, error) {
+func Commit(ctx context.Context, s store.Store, table string, read *Manifest, txn Transaction, opts CommitOptions) (*Manifest, CommitStats, error) {
 	opts = opts.withDefaults()
 	w := &walk{ctx: ctx, s: s, table: table, opts: opts, txn: txn}
 	if txn.Op.Kind != OpCreate || read != nil { // a Create of a dropped table builds on its drop marker
@@ -200,7 +200,7 @@ func Commit(ctx context.Context, s objstore.Store, table string, read *Manifest,
 			err = seamAfterVersionPut.Inject(ctx)
 			if err != nil {
 				// Landed, but this process is told otherwise: the read-back below decides.
-				err = &objstore.Error{Op: objstore.OpPutIfAbsent, Store: s.URL(), Key: next.Key(), Class: objstore.ErrOutcomeUnknown, Err: err}
+				err = &store.Error{Op: store.OpPutIfAbsent, Store: s.URL(), Key: next.Key(), Class: store.ErrOutcomeUnknown, Err: err}
 			}
 		}
 		switch {
@@ -208,7 +208,7 @@ func Commit(ctx context.Context, s objstore.Store, table string, read *Manifest,
 			w.stats.Checksum = Checksum(body)
 			next.checksum = w.stats.Checksum
 			return next, w.stats, nil
-		case errors.Is(err, objstore.ErrPreconditionFailed), errors.Is(err, objstore.ErrOutcomeUnknown):
+		case errors.Is(err, store.ErrPreconditionFailed), errors.Is(err, store.ErrOutcomeUnknown):
 			// Somebody holds version N, or we may. Read it to find out whose it is.
 			r, lerr := LoadRecord(ctx, s, table, next.Version)
 			if lerr != nil {
@@ -238,7 +238,7 @@ func Commit(ctx context.Context, s objstore.Store, table string, read *Manifest,
 // checked so far, and the content the next version is built on.
 type walk struct {
 	ctx   context.Context
-	s     objstore.Store
+	s     store.Store
 	table string
 	opts  CommitOptions
 	txn   Transaction
@@ -478,7 +478,7 @@ func backoff(ctx context.Context, opts CommitOptions, losses int) error {
 // version that counts under HEAD's number. A pending group is waited for (r decides).
 // Meeting a drop marker (the table was dropped since m) is *DroppedError: a transaction
 // planned on m's incarnation can never commit.
-func CatchUp(ctx context.Context, s objstore.Store, table string, m *Manifest, r GroupResolver) (*Manifest, error) {
+func CatchUp(ctx context.Context, s store.Store, table string, m *Manifest, r GroupResolver) (*Manifest, error) {
 	for {
 		if m.Dropped() {
 			return nil, &DroppedError{Table: table, Version: m.Version}
@@ -525,7 +525,7 @@ func expiredConflict(table string, txn Transaction, v uint64) error {
 // ContentVersion says which). Time travel to such a version reads as its parent. Errors:
 // Load's (ErrVersionExpired when the content would come from an expired version), group
 // resolution errors.
-func LoadCounted(ctx context.Context, s objstore.Store, table string, v uint64, r GroupResolver) (*Manifest, error) {
+func LoadCounted(ctx context.Context, s store.Store, table string, v uint64, r GroupResolver) (*Manifest, error) {
 	for u := v; u > 0; u-- {
 		m, err := Load(ctx, s, table, u)
 		if err != nil {
@@ -553,7 +553,7 @@ func LoadCounted(ctx context.Context, s objstore.Store, table string, v uint64, 
 // of an aborted group; r decides, nil counts every version), renumbered to HEAD when
 // aborted group versions lie above it. Errors: ErrTableNotFound (*DroppedError when HEAD
 // is a drop marker), load errors.
-func LoadLatest(ctx context.Context, s objstore.Store, table string, r GroupResolver) (*Manifest, error) {
+func LoadLatest(ctx context.Context, s store.Store, table string, r GroupResolver) (*Manifest, error) {
 	head, err := Head(ctx, s, table)
 	if err != nil {
 		return nil, err

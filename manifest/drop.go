@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 )
 
 // Dropping a table commits a drop marker (an OpDrop version) on top of HEAD, then deletes
@@ -34,7 +34,7 @@ type TableHead struct {
 // ListTables lists the top-level directories of a store that hold a manifest, in name
 // order, with each one's HEAD and whether it is a drop marker: one LIST of the store plus
 // one GET per table (see HeadsOf).
-func ListTables(ctx context.Context, s objstore.Store) ([]TableHead, error) {
+func ListTables(ctx context.Context, s store.Store) ([]TableHead, error) {
 	objs, err := s.List(ctx, "", 0)
 	if err != nil {
 		return nil, err
@@ -49,7 +49,7 @@ func ListTables(ctx context.Context, s objstore.Store) ([]TableHead, error) {
 // manifest keys to what was read there: it is consulted before a GET and filled after one
 // (a manifest never changes).
 // Errors: store errors other than not found.
-func HeadsOf(ctx context.Context, s objstore.Store, objs []objstore.ObjectInfo, cache map[string]TableHead) ([]TableHead, error) {
+func HeadsOf(ctx context.Context, s store.Store, objs []store.ObjectInfo, cache map[string]TableHead) ([]TableHead, error) {
 	heads := map[string]string{} // table -> its smallest manifest key (the highest version)
 	for _, o := range objs {
 		table, rest, ok := strings.Cut(o.Key, "/")
@@ -92,7 +92,7 @@ func HeadsOf(ctx context.Context, s objstore.Store, objs []objstore.ObjectInfo, 
 
 // HeadRecord reads the record of the table's HEAD, whatever it is (a drop marker
 // included): one LIST, one GET. Errors: ErrTableNotFound, LoadRecord's.
-func HeadRecord(ctx context.Context, s objstore.Store, table string) (*Record, error) {
+func HeadRecord(ctx context.Context, s store.Store, table string) (*Record, error) {
 	v, err := Head(ctx, s, table)
 	if err != nil {
 		return nil, err
@@ -119,7 +119,7 @@ func SameIncarnation(a, b *Manifest) bool {
 // catalog pointer uses it to tell a table never published, whose pointer it may create,
 // from a dropped one, which it must not bring back. Cost: one LIST, one GET, one HEAD.
 // Errors: *DroppedError (ErrTableDropped) when m is not live; store errors.
-func CheckLive(ctx context.Context, s objstore.Store, m *Manifest) error {
+func CheckLive(ctx context.Context, s store.Store, m *Manifest) error {
 	rec, err := HeadRecord(ctx, s, m.Table)
 	if errors.Is(err, ErrTableNotFound) {
 		return &DroppedError{Table: m.Table, Detail: fmt.Sprintf("version %d: the table has no versions left", m.Version)}
@@ -139,7 +139,7 @@ func CheckLive(ctx context.Context, s objstore.Store, m *Manifest) error {
 	if first == m.Version {
 		return nil
 	}
-	if _, err := s.Head(ctx, ManifestKey(m.Table, first)); errors.Is(err, objstore.ErrNotFound) {
+	if _, err := s.Head(ctx, ManifestKey(m.Table, first)); errors.Is(err, store.ErrNotFound) {
 		return &DroppedError{Table: m.Table,
 			Detail: fmt.Sprintf("version %d: the first version of its incarnation (%d) was deleted by a drop", m.Version, first)}
 	} else if err != nil {

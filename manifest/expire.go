@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 )
 
 // Expiring a version (garbage collection) replaces its manifest object with a small
@@ -52,7 +52,7 @@ type tombstone struct {
 // may go: never HEAD, the published version, or a held one. Data files, deletion vectors
 // and the _txn record are left to the caller.
 // Errors: *ObjectError naming the key, wrapping the store error.
-func Expire(ctx context.Context, s objstore.Store, m *Manifest) error {
+func Expire(ctx context.Context, s store.Store, m *Manifest) error {
 	txn := m.Txn
 	b, err := frame(magicTombstone, tombstone{Table: m.Table, Version: m.Version, TxnID: m.Txn.ID, ExpiredAt: time.Now().UnixNano(), Txn: &txn})
 	if err != nil {
@@ -106,10 +106,10 @@ func (r *Record) Expired() bool { return r.Manifest == nil }
 // LoadRecord reads version v of table whether it is retained or expired (one GET).
 // Errors: ErrVersionNotFound (never committed, or deleted by a drop), ErrCorrupt /
 // ErrFormatTooNew as *ObjectError naming the key, store errors.
-func LoadRecord(ctx context.Context, s objstore.Store, table string, v uint64) (*Record, error) {
+func LoadRecord(ctx context.Context, s store.Store, table string, v uint64) (*Record, error) {
 	key := ManifestKey(table, v)
 	b, err := s.Get(ctx, key)
-	if errors.Is(err, objstore.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, &ObjectError{Table: table, Version: v, Key: key, Err: ErrVersionNotFound}
 	}
 	if err != nil {
@@ -134,7 +134,7 @@ func LoadRecord(ctx context.Context, s objstore.Store, table string, v uint64) (
 // version while GC was expiring it. The content is the committed content, byte for byte
 // (invariant 1 holds: the version never changes; it was unreadable for a while).
 // Errors: *ObjectError naming the key.
-func Restore(ctx context.Context, s objstore.Store, rec *Record) error {
+func Restore(ctx context.Context, s store.Store, rec *Record) error {
 	if rec.Manifest == nil || IsTombstone(rec.Raw) {
 		return fmt.Errorf("restore version %d: not a manifest's bytes", rec.Version)
 	}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 )
 
 // ErrTableNotFound: the table has no versions in the store.
@@ -18,10 +18,10 @@ var ErrVersionNotFound = errors.New("version not found")
 // Load reads and verifies version v of table (one GET). Errors: ErrVersionNotFound,
 // ErrVersionExpired (which also matches ErrVersionNotFound), ErrCorrupt / ErrFormatTooNew
 // (as *ObjectError naming the key), store errors.
-func Load(ctx context.Context, s objstore.Store, table string, v uint64) (*Manifest, error) {
+func Load(ctx context.Context, s store.Store, table string, v uint64) (*Manifest, error) {
 	key := ManifestKey(table, v)
 	b, err := s.Get(ctx, key)
-	if errors.Is(err, objstore.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, &ObjectError{Table: table, Version: v, Key: key, Err: ErrVersionNotFound}
 	}
 	if err != nil {
@@ -36,7 +36,7 @@ func Load(ctx context.Context, s objstore.Store, table string, v uint64) (*Manif
 
 // LoadVerified is Load that also checks the object's CRC32C against checksum (from the
 // published pointer). A mismatch is ErrCorrupt naming the key.
-func LoadVerified(ctx context.Context, s objstore.Store, table string, v uint64, checksum uint32) (*Manifest, error) {
+func LoadVerified(ctx context.Context, s store.Store, table string, v uint64, checksum uint32) (*Manifest, error) {
 	m, err := Load(ctx, s, table, v)
 	if err != nil {
 		return nil, err
@@ -50,7 +50,7 @@ func LoadVerified(ctx context.Context, s objstore.Store, table string, v uint64,
 
 // Head returns the highest committed version of table with one LIST request (manifest names
 // sort highest version first). Errors: ErrTableNotFound.
-func Head(ctx context.Context, s objstore.Store, table string) (uint64, error) {
+func Head(ctx context.Context, s store.Store, table string) (uint64, error) {
 	objs, err := s.List(ctx, VersionsDir(table), 1)
 	if err != nil {
 		return 0, fmt.Errorf("table %q: find HEAD: %w", table, err)
@@ -63,7 +63,7 @@ func Head(ctx context.Context, s objstore.Store, table string) (uint64, error) {
 
 // LoadHead reads the manifest of HEAD (one LIST + one GET). A table whose HEAD is a drop
 // marker was dropped: *DroppedError (ErrTableNotFound, ErrTableDropped).
-func LoadHead(ctx context.Context, s objstore.Store, table string) (*Manifest, error) {
+func LoadHead(ctx context.Context, s store.Store, table string) (*Manifest, error) {
 	v, err := Head(ctx, s, table)
 	if err != nil {
 		return nil, err
@@ -81,7 +81,7 @@ func LoadHead(ctx context.Context, s objstore.Store, table string) (*Manifest, e
 // Versions lists every version number of table with an object in the store, ascending.
 // Expired versions keep a tombstone and are listed too; Load reports them as
 // ErrVersionExpired.
-func Versions(ctx context.Context, s objstore.Store, table string) ([]uint64, error) {
+func Versions(ctx context.Context, s store.Store, table string) ([]uint64, error) {
 	objs, err := s.List(ctx, VersionsDir(table), 0)
 	if err != nil {
 		return nil, fmt.Errorf("table %q: list versions: %w", table, err)
@@ -101,7 +101,7 @@ func Versions(ctx context.Context, s objstore.Store, table string) ([]uint64, er
 // Tables lists the tables in a store: the top-level directories that hold a _versions/,
 // except those whose HEAD is a drop marker (dropped tables). One LIST of the store plus
 // one GET per table (ListTables).
-func Tables(ctx context.Context, s objstore.Store) ([]string, error) {
+func Tables(ctx context.Context, s store.Store) ([]string, error) {
 	heads, err := ListTables(ctx, s)
 	if err != nil {
 		return nil, err

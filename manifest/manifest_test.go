@@ -10,18 +10,18 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 )
 
 var nextStore int
 var storeMu sync.Mutex
 
-func memStore(t testing.TB) objstore.Store {
+func memStore(t testing.TB) store.Store {
 	storeMu.Lock()
 	nextStore++
 	n := nextStore
 	storeMu.Unlock()
-	s, err := objstore.Open(context.Background(), fmt.Sprintf("mem://manifest-test-%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), n), objstore.Options{})
+	s, err := store.Open(context.Background(), fmt.Sprintf("mem://manifest-test-%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), n), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func testSchema(t testing.TB) *Schema {
 
 func frag(rows int64) Fragment { return Fragment{PhysicalRows: rows} }
 
-func create(t *testing.T, s objstore.Store, table string) *Manifest {
+func create(t *testing.T, s store.Store, table string) *Manifest {
 	t.Helper()
 	m, _, err := Commit(context.Background(), s, table, nil, NewTransaction(0, Operation{Kind: OpCreate, Schema: testSchema(t)}), CommitOptions{})
 	if err != nil {
@@ -437,7 +437,7 @@ func TestCommitRequestCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := s.Counters().Snapshot().Sub(before)
-	if d.Total() != 2 || d.ByOp[objstore.OpPut] != 1 || d.ByOp[objstore.OpPutIfAbsent] != 1 {
+	if d.Total() != 2 || d.ByOp[store.OpPut] != 1 || d.ByOp[store.OpPutIfAbsent] != 1 {
 		t.Fatalf("uncontended commit made %s, want put=1 put_if_absent=1", d)
 	}
 }

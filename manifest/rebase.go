@@ -8,7 +8,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/shale-db/shale/internal/fragment"
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 )
 
 // rebaseDeletions rewrites ours (a Delete or Update) to apply on top of winner, whose
@@ -19,7 +19,7 @@ import (
 // *ConflictError (Retryable) when the same rows were touched twice, when the winner removed
 // a shared fragment, or when ours removes a shared fragment (DESIGN §6 "rebase if disjoint
 // rows"; lance-format.md §4.3). Cost: up to three GETs and one PUT per shared fragment.
-func rebaseDeletions(ctx context.Context, s objstore.Store, table string, ours Transaction, winner *Manifest, shared []uint32) (Transaction, error) {
+func rebaseDeletions(ctx context.Context, s store.Store, table string, ours Transaction, winner *Manifest, shared []uint32) (Transaction, error) {
 	retry := func(frags []uint32, why string) (Transaction, error) {
 		return Transaction{}, &ConflictError{Table: table, Resolution: Retryable, Ours: ours, Theirs: winner.Txn,
 			TheirsVersion: winner.Version, Fragments: frags, Reason: why}

@@ -9,19 +9,19 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/shale-db/shale/internal/fragment"
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 )
 
 // deleteRows plans a Delete of rows of fragment frag against read, writing a real deletion
 // vector (previous ∪ rows) whose key contains tag. Deleting every row removes the fragment.
-func deleteRows(t testing.TB, s objstore.Store, read *Manifest, frag uint32, tag string, rows ...uint32) Transaction {
+func deleteRows(t testing.TB, s store.Store, read *Manifest, frag uint32, tag string, rows ...uint32) Transaction {
 	t.Helper()
 	op, _ := deletionOp(t, s, read, frag, tag, rows)
 	op.Kind = OpDelete
 	return NewTransaction(read.Version, op)
 }
 
-func deletionOp(t testing.TB, s objstore.Store, read *Manifest, frag uint32, tag string, rows []uint32) (Operation, int64) {
+func deletionOp(t testing.TB, s store.Store, read *Manifest, frag uint32, tag string, rows []uint32) (Operation, int64) {
 	t.Helper()
 	ctx := context.Background()
 	f, ok := read.Fragment(frag)
@@ -53,23 +53,23 @@ func deletionOp(t testing.TB, s objstore.Store, read *Manifest, frag uint32, tag
 // mutation is one of update/delete × partial/full over fragment 0.
 type mutation struct {
 	name string
-	plan func(t testing.TB, s objstore.Store, read *Manifest, rows []uint32) Transaction
+	plan func(t testing.TB, s store.Store, read *Manifest, rows []uint32) Transaction
 }
 
 var mutations = []mutation{
-	{"delete_partial", func(t testing.TB, s objstore.Store, read *Manifest, rows []uint32) Transaction {
+	{"delete_partial", func(t testing.TB, s store.Store, read *Manifest, rows []uint32) Transaction {
 		return deleteRows(t, s, read, 0, "dp", rows...)
 	}},
-	{"delete_full", func(t testing.TB, s objstore.Store, read *Manifest, _ []uint32) Transaction {
+	{"delete_full", func(t testing.TB, s store.Store, read *Manifest, _ []uint32) Transaction {
 		return NewTransaction(read.Version, Operation{Kind: OpDelete, Removed: []uint32{0}})
 	}},
-	{"update_partial", func(t testing.TB, s objstore.Store, read *Manifest, rows []uint32) Transaction {
+	{"update_partial", func(t testing.TB, s store.Store, read *Manifest, rows []uint32) Transaction {
 		op, _ := deletionOp(t, s, read, 0, "up", rows)
 		op.Kind = OpUpdate
 		op.NewFragments = []Fragment{frag(int64(len(rows)))}
 		return NewTransaction(read.Version, op)
 	}},
-	{"update_full", func(t testing.TB, s objstore.Store, read *Manifest, _ []uint32) Transaction {
+	{"update_full", func(t testing.TB, s store.Store, read *Manifest, _ []uint32) Transaction {
 		return NewTransaction(read.Version, Operation{Kind: OpUpdate, Removed: []uint32{0}, NewFragments: []Fragment{frag(10)}})
 	}},
 }
@@ -145,7 +145,7 @@ func TestDisjointRowsMergeDeletionVectors(t *testing.T) {
 			}
 			// Reads: the winner's manifest and three deletion vectors; writes: one merged
 			// deletion vector, the transaction records and the manifests. No data file.
-			if d.ByOp[objstore.OpGet] != 4 || d.ByOp[objstore.OpPut] != 2 {
+			if d.ByOp[store.OpGet] != 4 || d.ByOp[store.OpPut] != 2 {
 				t.Fatalf("rebase requests: %s", d)
 			}
 		})

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 	"testing"
 )
 
@@ -13,7 +13,7 @@ func appendTxn(read *Manifest, rows int64) Transaction {
 	return NewTransaction(read.Version, Operation{Kind: OpAppend, NewFragments: []Fragment{frag(rows)}})
 }
 
-func mustCommit(t *testing.T, s objstore.Store, read *Manifest, txn Transaction) *Manifest {
+func mustCommit(t *testing.T, s store.Store, read *Manifest, txn Transaction) *Manifest {
 	t.Helper()
 	m, _, err := Commit(context.Background(), s, "t", read, txn, CommitOptions{})
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 )
 
 // OrphanClaims finds the claims that no recovery will ever release: claim objects
@@ -31,7 +31,7 @@ import (
 //
 // Cost: one LIST of _recovery/ plus one GET per claim without a sidecar. Errors: store
 // errors.
-func OrphanClaims(ctx context.Context, s objstore.Store, ttl time.Duration) (orphans []objstore.ObjectInfo, young int, err error) {
+func OrphanClaims(ctx context.Context, s store.Store, ttl time.Duration) (orphans []store.ObjectInfo, young int, err error) {
 	if ttl <= 0 {
 		ttl = DefaultClaimTTL
 	}
@@ -53,7 +53,7 @@ func OrphanClaims(ctx context.Context, s objstore.Store, ttl time.Duration) (orp
 		}
 		taken := o.ModTime
 		b, err := s.Get(ctx, o.Key)
-		if errors.Is(err, objstore.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) {
 			continue // released meanwhile
 		}
 		if err != nil {

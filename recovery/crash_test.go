@@ -13,9 +13,9 @@ import (
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/engine/enginetest"
 	"github.com/shale-db/shale/internal/failpoint"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/internal/storetest"
 	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/store"
 	"github.com/shale-db/shale/verify"
 )
 
@@ -39,7 +39,7 @@ var crashSeams = []struct {
 
 // runChild compacts table (or with env CHILD_MODE=recover, recovers it) in a child
 // process killed at seam ("" = not killed) and reports whether SIGKILL ended it.
-func runChild(t *testing.T, s objstore.Store, table, seam string, env ...string) (killed bool) {
+func runChild(t *testing.T, s store.Store, table, seam string, env ...string) (killed bool) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(append(os.Environ(), childEnv+"=1", "TABLE="+table), enginetest.ChildEnv(s)...)
@@ -120,7 +120,7 @@ func TestCrashAtEverySeam(t *testing.T) {
 
 // checkRecovered: verify finds no fault, the rows are before, published = HEAD, no
 // sidecar or claim is left, and every data file is referenced by some version.
-func checkRecovered(t *testing.T, s objstore.Store, db *engine.DB, table string, before []string) {
+func checkRecovered(t *testing.T, s store.Store, db *engine.DB, table string, before []string) {
 	t.Helper()
 	ctx := context.Background()
 	vr, err := verify.Table(ctx, s, db.Catalog(), table, verify.Options{AllVersions: true})

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/shale-db/shale/engine"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
+	"github.com/shale-db/shale/store"
 )
 
 // DefaultFencePublishWait is how long Fence waits for the versions below its abort
@@ -42,7 +42,7 @@ type FenceResult struct {
 // Errors: *manifest.ConflictError wrapping ErrIncompatible when a named transaction
 // committed first, commit and store errors; a failed publish is not an error (the fence
 // holds whether or not it is published) and leaves Published false.
-func Fence(ctx context.Context, s objstore.Store, cat *catalog.Catalog, read *manifest.Manifest, ids []string, groups manifest.GroupResolver, wait time.Duration) (FenceResult, error) {
+func Fence(ctx context.Context, s store.Store, cat *catalog.Catalog, read *manifest.Manifest, ids []string, groups manifest.GroupResolver, wait time.Duration) (FenceResult, error) {
 	ids = slices.Sorted(slices.Values(ids))
 	ids = slices.Compact(ids)
 	txn := manifest.NewTransaction(read.Version, manifest.Operation{Kind: manifest.OpAbort, Aborted: ids})

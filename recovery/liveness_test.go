@@ -17,14 +17,14 @@ import (
 
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/engine/enginetest"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/internal/storetest"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
+	"github.com/shale-db/shale/store"
 )
 
 // pendingOne returns the single pending sidecar of table.
-func pendingOne(t *testing.T, s objstore.Store, table string) Keyed {
+func pendingOne(t *testing.T, s store.Store, table string) Keyed {
 	t.Helper()
 	ks, err := PendingSidecars(context.Background(), s, table)
 	if err != nil || len(ks) != 1 || ks[0].Err != nil {
@@ -34,7 +34,7 @@ func pendingOne(t *testing.T, s objstore.Store, table string) Keyed {
 }
 
 // dataFiles lists the data files of table.
-func dataFiles(t *testing.T, s objstore.Store, table string) int {
+func dataFiles(t *testing.T, s store.Store, table string) int {
 	t.Helper()
 	objs, err := s.List(context.Background(), manifest.DataDir(table)+"/", 0)
 	if err != nil {
@@ -171,7 +171,7 @@ func TestHookRollsForwardOnFirstWrite(t *testing.T) {
 	}
 	var calls atomic.Int32
 	hook := Hook(Options{})
-	opts := engine.Options{BeforeFirstWrite: func(ctx context.Context, s objstore.Store, cat *catalog.Catalog, table string) error {
+	opts := engine.Options{BeforeFirstWrite: func(ctx context.Context, s store.Store, cat *catalog.Catalog, table string) error {
 		calls.Add(1)
 		return hook(ctx, s, cat, table)
 	}}
@@ -292,7 +292,7 @@ func TestBeforeFirstWriteErrorFailsTheWrite(t *testing.T) {
 	makeTable(t, openDB(t, s), "t", 1, 10)
 	errHook := errors.New("hook refused")
 	var calls atomic.Int32
-	db := enginetest.OpenDB(t, s, engine.Options{BeforeFirstWrite: func(ctx context.Context, _ objstore.Store, cat *catalog.Catalog, table string) error {
+	db := enginetest.OpenDB(t, s, engine.Options{BeforeFirstWrite: func(ctx context.Context, _ store.Store, cat *catalog.Catalog, table string) error {
 		if cat == nil || table != "t" {
 			return fmt.Errorf("hook got table %q, catalog %v", table, cat)
 		}

@@ -13,8 +13,8 @@ import (
 	"github.com/shale-db/shale/compaction"
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/engine/enginetest"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/internal/storetest"
+	"github.com/shale-db/shale/store"
 )
 
 // childEnv set makes the re-executed test binary run one compaction (child) and exit.
@@ -70,7 +70,7 @@ func child() error {
 }
 
 // openDB opens a DB on s with the shared etcd as its catalog.
-func openDB(t testing.TB, s objstore.Store) *engine.DB {
+func openDB(t testing.TB, s store.Store) *engine.DB {
 	return enginetest.OpenDB(t, s, engine.Options{})
 }
 
@@ -123,7 +123,7 @@ func expireHolds(t testing.TB, db *engine.DB, table string) { enginetest.ExpireH
 // crashedCompaction builds table t (6 fragments of 50 rows) in a fresh local store,
 // kills a compacting child at seam, expires the dead child's hold, and returns the DB
 // and the one sidecar it left.
-func crashedCompaction(t *testing.T, seam string) (objstore.Store, *engine.DB, Sidecar) {
+func crashedCompaction(t *testing.T, seam string) (store.Store, *engine.DB, Sidecar) {
 	t.Helper()
 	s := storetest.Local(t)
 	db := openDB(t, s)

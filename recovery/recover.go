@@ -14,9 +14,9 @@ import (
 
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/internal/failpoint"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
+	"github.com/shale-db/shale/store"
 )
 
 // Defaults for Options.
@@ -95,7 +95,7 @@ type Report struct {
 // Pending returns the keys of the sidecars of table ("" = every table) in the store,
 // oldest first (one LIST plus one GET per sidecar when table is set).
 // Errors: store errors.
-func Pending(ctx context.Context, s objstore.Store, table string) ([]string, error) {
+func Pending(ctx context.Context, s store.Store, table string) ([]string, error) {
 	objs, err := s.List(ctx, Dir, 0)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", Dir, err)
@@ -107,7 +107,7 @@ func Pending(ctx context.Context, s objstore.Store, table string) ([]string, err
 		}
 		if table != "" {
 			b, err := s.Get(ctx, o.Key)
-			if errors.Is(err, objstore.ErrNotFound) {
+			if errors.Is(err, store.ErrNotFound) {
 				continue
 			}
 			if err != nil {
@@ -154,7 +154,7 @@ func Pending(ctx context.Context, s objstore.Store, table string) ([]string, err
 // Errors: listing failures are returned; a failure on one sidecar is recorded in its
 // Outcome (Action Failed, the sidecar kept) and joined into the returned error, and the
 // others are still resolved. Errors name the sidecar key.
-func Recover(ctx context.Context, s objstore.Store, cat *catalog.Catalog, table string, opts Options) (Report, error) {
+func Recover(ctx context.Context, s store.Store, cat *catalog.Catalog, table string, opts Options) (Report, error) {
 	return run(ctx, &recoverer{s: s, cat: cat, opts: opts}, table)
 }
 
@@ -199,7 +199,7 @@ func run(ctx context.Context, r *recoverer, table string) (Report, error) {
 }
 
 type recoverer struct {
-	s    objstore.Store
+	s    store.Store
 	cat  *catalog.Catalog
 	opts Options
 	// forwardOnly (RollForward): publish what landed, never delete data files, keep the
@@ -331,7 +331,7 @@ func (r *recoverer) live(ctx context.Context, key string, sc Sidecar) (bool, err
 // read gets and decodes the sidecar at key; ok is false when it no longer exists.
 func (r *recoverer) read(ctx context.Context, key string) (Sidecar, bool, error) {
 	b, err := r.s.Get(ctx, key)
-	if errors.Is(err, objstore.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return Sidecar{}, false, nil
 	}
 	if err != nil {
@@ -365,11 +365,11 @@ func (r *recoverer) claim(ctx context.Context, id string) (release func(), ok bo
 		if err == nil {
 			return release, true, nil
 		}
-		if !errors.Is(err, objstore.ErrPreconditionFailed) {
+		if !errors.Is(err, store.ErrPreconditionFailed) {
 			return nil, false, fmt.Errorf("claim %s: %w", key, err)
 		}
 		b, err := r.s.Get(ctx, key)
-		if errors.Is(err, objstore.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) {
 			continue // released meanwhile
 		}
 		if err != nil {

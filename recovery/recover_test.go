@@ -10,9 +10,9 @@ import (
 
 	"github.com/shale-db/shale/compaction"
 	"github.com/shale-db/shale/engine"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/internal/storetest"
 	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/store"
 )
 
 // TestRunRemovesSidecar: an in-process run with sidecars leaves none behind and writes
@@ -114,7 +114,7 @@ func TestReplanExtendsSidecar(t *testing.T) {
 }
 
 type storeDB struct {
-	s  objstore.Store
+	s  store.Store
 	db *engine.DB
 }
 

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/internal/storetest"
 	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/store"
 )
 
 // recoverCrashes: a compaction child is killed at prep (leaving a sidecar to roll forward
@@ -203,7 +203,7 @@ func TestWriterKilledInRollForward(t *testing.T) {
 }
 
 // unreferenced lists table's data files that no version references.
-func unreferenced(t *testing.T, s objstore.Store, table string) []string {
+func unreferenced(t *testing.T, s store.Store, table string) []string {
 	t.Helper()
 	ctx := context.Background()
 	head, err := manifest.Head(ctx, s, table)

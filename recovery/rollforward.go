@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest/catalog"
+	"github.com/shale-db/shale/store"
 )
 
 // RollForward is the part of Recover that is safe on every open for writing: for each
@@ -22,7 +22,7 @@ import (
 // Cost: one LIST of _recovery/ plus one GET per sidecar; per sidecar of the table, one
 // etcd read, a claim put/delete and the manifests from its read version to HEAD.
 // Errors as Recover.
-func RollForward(ctx context.Context, s objstore.Store, cat *catalog.Catalog, table string, opts Options) (Report, error) {
+func RollForward(ctx context.Context, s store.Store, cat *catalog.Catalog, table string, opts Options) (Report, error) {
 	if cat == nil {
 		return Report{}, nil
 	}
@@ -36,8 +36,8 @@ func RollForward(ctx context.Context, s objstore.Store, cat *catalog.Catalog, ta
 // removed. Sidecars this build cannot read (ErrCorrupt, ErrNewerFormat, ErrUnknownKind)
 // do not fail the write; they stay for `shale recover` to report. Other errors (store,
 // etcd, a failed publish) are returned, and fail the write.
-func Hook(opts Options) func(ctx context.Context, s objstore.Store, cat *catalog.Catalog, table string) error {
-	return func(ctx context.Context, s objstore.Store, cat *catalog.Catalog, table string) error {
+func Hook(opts Options) func(ctx context.Context, s store.Store, cat *catalog.Catalog, table string) error {
+	return func(ctx context.Context, s store.Store, cat *catalog.Catalog, table string) error {
 		_, err := RollForward(ctx, s, cat, table, opts)
 		if err == nil {
 			return nil
@@ -74,7 +74,7 @@ type Keyed struct {
 // PendingSidecars returns the sidecars of table ("" = every table) decoded, oldest
 // first. An unreadable sidecar is returned with Err set (it may belong to any table).
 // Errors: listing failures.
-func PendingSidecars(ctx context.Context, s objstore.Store, table string) ([]Keyed, error) {
+func PendingSidecars(ctx context.Context, s store.Store, table string) ([]Keyed, error) {
 	// One LIST, then one GET per sidecar, filtered here (Pending with a table would GET
 	// each sidecar to filter it, and this would read it again).
 	keys, err := Pending(ctx, s, "")

@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/shale-db/shale/compaction"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest/catalog"
+	"github.com/shale-db/shale/store"
 )
 
 // Dir is the store prefix holding sidecars (and the claims of running recoveries).
@@ -124,7 +124,7 @@ func Decode(b []byte) (Sidecar, error) {
 
 // Sidecars stores compaction sidecars in a store; it implements compaction.Sidecars.
 type Sidecars struct {
-	Store objstore.Store
+	Store store.Store
 	// Catalog publishes the abort version a Disarm may need (nil: a bare store).
 	Catalog *catalog.Catalog
 }

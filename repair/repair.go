@@ -18,10 +18,10 @@ import (
 	"time"
 
 	"github.com/shale-db/shale/engine"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
 	"github.com/shale-db/shale/recovery"
+	"github.com/shale-db/shale/store"
 )
 
 // Errors.
@@ -215,7 +215,7 @@ func Allowed(p Plan, force bool) error {
 // Errors: ErrNoCatalog, manifest.ErrTableNotFound (a *manifest.DroppedError for a dropped
 // table), store, etcd and manifest errors (naming the table, version and key). Drift is
 // counted in HEAD's incarnation: a pointer left from an earlier one counts as none.
-func Inspect(ctx context.Context, s objstore.Store, cat *catalog.Catalog, table string) (Plan, error) {
+func Inspect(ctx context.Context, s store.Store, cat *catalog.Catalog, table string) (Plan, error) {
 	if cat == nil {
 		return Plan{}, fmt.Errorf("table %q: %w", table, ErrNoCatalog)
 	}
@@ -297,7 +297,7 @@ type Result struct {
 // (no Confirm) returns the plan and no error whatever the decision.
 // Errors: Inspect's; with Confirm, Allowed's (ErrLogicalDrift, ErrSidecarPending,
 // ErrPublishedAhead) and catalog errors from the publish (naming the table and version).
-func Repair(ctx context.Context, s objstore.Store, cat *catalog.Catalog, table string, opts Options) (Result, error) {
+func Repair(ctx context.Context, s store.Store, cat *catalog.Catalog, table string, opts Options) (Result, error) {
 	p, err := Inspect(ctx, s, cat, table)
 	if err != nil {
 		return Result{Plan: p}, err

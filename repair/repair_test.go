@@ -15,10 +15,10 @@ import (
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/engine/enginetest"
 	"github.com/shale-db/shale/internal/failpoint"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/internal/storetest"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/recovery"
+	"github.com/shale-db/shale/store"
 	"github.com/shale-db/shale/verify"
 )
 
@@ -75,7 +75,7 @@ func published(t *testing.T, db *engine.DB, table string) uint64 {
 	return p.Version
 }
 
-func head(t *testing.T, s objstore.Store, table string) uint64 {
+func head(t *testing.T, s store.Store, table string) uint64 {
 	t.Helper()
 	h, err := manifest.Head(context.Background(), s, table)
 	if err != nil {

@@ -12,9 +12,9 @@ import (
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/engine/enginetest"
 	"github.com/shale-db/shale/internal/fragment"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
+	"github.com/shale-db/shale/store"
 )
 
 // TestMain runs the tests with one real embedded etcd (engine/enginetest).
@@ -23,7 +23,7 @@ func TestMain(m *testing.M) { enginetest.Main(m) }
 // fixture is a table with several versions, data files of several record batches, and a
 // deletion vector, published in etcd.
 type fixture struct {
-	s     objstore.Store
+	s     store.Store
 	db    *engine.DB
 	cat   *catalog.Catalog
 	table string
@@ -32,7 +32,7 @@ type fixture struct {
 
 // newFixture builds: v1 create, v2 append 300 rows, v3 append 200 rows, v4 delete some
 // rows of both fragments (two deletion vectors).
-func newFixture(t *testing.T, s objstore.Store) *fixture {
+func newFixture(t *testing.T, s store.Store) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	db := enginetest.OpenDB(t, s, engine.Options{Write: fragment.WriterOptions{MaxRowsPerBatch: 64}})

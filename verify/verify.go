@@ -9,9 +9,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/shale-db/shale/internal/fragment"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
+	"github.com/shale-db/shale/store"
 )
 
 // Table verifies one table of store s. cat is the catalog holding the table's published
@@ -30,7 +30,7 @@ import (
 // was dropped (a *manifest.DroppedError; with its pointer left behind that is a fault);
 // store LIST failures; catalog.ErrEtcd when etcd cannot be read; ctx errors. Failures to
 // read single objects are faults, not errors.
-func Table(ctx context.Context, s objstore.Store, cat *catalog.Catalog, table string, opts Options) (*Report, error) {
+func Table(ctx context.Context, s store.Store, cat *catalog.Catalog, table string, opts Options) (*Report, error) {
 	v := newVerifier(s, cat, opts)
 	if err := v.table(ctx, table); err != nil {
 		return v.rep, err
@@ -41,7 +41,7 @@ func Table(ctx context.Context, s objstore.Store, cat *catalog.Catalog, table st
 // All verifies every table in store s (manifest.Tables: each top-level directory that
 // holds a _versions/), in name order, into one Report. Errors as for Table; a store
 // with no tables is an empty, clean Report.
-func All(ctx context.Context, s objstore.Store, cat *catalog.Catalog, opts Options) (*Report, error) {
+func All(ctx context.Context, s store.Store, cat *catalog.Catalog, opts Options) (*Report, error) {
 	names, err := manifest.Tables(ctx, s)
 	if err != nil {
 		return nil, fmt.Errorf("verify: list tables in %s: %w", s.URL(), err)
@@ -69,7 +69,7 @@ func All(ctx context.Context, s objstore.Store, cat *catalog.Catalog, opts Optio
 }
 
 type verifier struct {
-	s    objstore.Store
+	s    store.Store
 	cat  *catalog.Catalog
 	opts Options
 	mem  memory.Allocator
@@ -86,7 +86,7 @@ type fileSeen struct {
 	version uint64
 }
 
-func newVerifier(s objstore.Store, cat *catalog.Catalog, opts Options) *verifier {
+func newVerifier(s store.Store, cat *catalog.Catalog, opts Options) *verifier {
 	return &verifier{s: s, cat: cat, opts: opts, mem: memory.DefaultAllocator, rep: &Report{Faults: []Fault{}, Notes: []Note{}},
 		files: map[string]fileSeen{}, heads: map[string]error{}}
 }
@@ -312,7 +312,7 @@ func (v *verifier) exists(ctx context.Context, table string, ver uint64, key, wh
 func (v *verifier) objectFault(table string, ver uint64, key, what string, err error) {
 	var problem string
 	switch {
-	case errors.Is(err, objstore.ErrNotFound), errors.Is(err, manifest.ErrVersionNotFound):
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, manifest.ErrVersionNotFound):
 		problem = what + " missing"
 	case errors.Is(err, manifest.ErrCorrupt), errors.Is(err, fragment.ErrCorrupt):
 		problem = what + " corrupt"

@@ -8,14 +8,14 @@ import (
 	"testing"
 
 	"github.com/shale-db/shale/internal/fragment"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/internal/storetest"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
+	"github.com/shale-db/shale/store"
 )
 
 func TestCleanTableVerifies(t *testing.T) {
-	for kind, s := range map[string]objstore.Store{"mem": storetest.Mem(t), "local": storetest.Local(t)} {
+	for kind, s := range map[string]store.Store{"mem": storetest.Mem(t), "local": storetest.Local(t)} {
 		t.Run(kind, func(t *testing.T) {
 			f := newFixture(t, s)
 			for _, all := range []bool{false, true} {
@@ -66,7 +66,7 @@ func TestDataFileFaults(t *testing.T) {
 		"truncated": {func(t *testing.T, f *fixture, key string) {
 			f.mutate(t, key, func(b []byte) []byte { return b[:len(b)*2/3] })
 		}, "data file corrupt (the manifest says", fragment.ErrCorrupt, func(orig int64) int64 { return orig * 2 / 3 }},
-		"deleted": {func(t *testing.T, f *fixture, key string) { f.remove(t, key) }, "data file missing", objstore.ErrNotFound,
+		"deleted": {func(t *testing.T, f *fixture, key string) { f.remove(t, key) }, "data file missing", store.ErrNotFound,
 			func(int64) int64 { return -1 }},
 	}
 	for name, c := range cases {
@@ -118,7 +118,7 @@ func TestDeletionVectorFaults(t *testing.T) {
 		class   error
 	}{
 		"flipped byte": {func(t *testing.T, f *fixture, key string) { f.mutate(t, key, flipMiddle) }, "deletion vector corrupt", fragment.ErrCorrupt},
-		"deleted":      {func(t *testing.T, f *fixture, key string) { f.remove(t, key) }, "deletion vector missing", objstore.ErrNotFound},
+		"deleted":      {func(t *testing.T, f *fixture, key string) { f.remove(t, key) }, "deletion vector missing", store.ErrNotFound},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t, storetest.Mem(t))

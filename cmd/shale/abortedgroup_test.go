@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shale-db/shale/coord"
 	"github.com/shale-db/shale/engine"
-	"github.com/shale-db/shale/internal/coord"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/store"
 )
 
 // TestQueryVersionOfAbortedGroup: `shale query --version N` of a version prepared by a
@@ -35,7 +35,7 @@ func TestQueryVersionOfAbortedGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	s, err := objstore.Open(ctx, (&url.URL{Scheme: "file", Path: filepath.Join(e.home, "store")}).String(), objstore.Options{})
+	s, err := store.Open(ctx, (&url.URL{Scheme: "file", Path: filepath.Join(e.home, "store")}).String(), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,11 +15,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/shale-db/shale/coord"
 	"github.com/shale-db/shale/engine"
-	"github.com/shale-db/shale/internal/coord"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/recovery"
+	"github.com/shale-db/shale/store"
 )
 
 // app holds the global flags and the connections one command uses.
@@ -39,7 +39,7 @@ type app struct {
 
 	home   string // resolved state directory
 	coord  *coord.Client
-	store  objstore.Store
+	store  store.Store
 	db     *engine.DB
 	closer []func()
 }
@@ -192,7 +192,7 @@ func (a *app) open(ctx context.Context) (*engine.DB, error) {
 	}
 	a.coord = c
 	a.closer = append(a.closer, func() { c.Close() })
-	s, err := objstore.Open(ctx, a.storeURL(), objstore.Options{ReadOnly: a.readOnly})
+	s, err := store.Open(ctx, a.storeURL(), store.Options{ReadOnly: a.readOnly})
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", a.storeURL(), err)
 	}

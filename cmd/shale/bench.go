@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shale-db/shale/benchmarks"
-	"github.com/shale-db/shale/internal/coord"
+	"github.com/shale-db/shale/coord"
 )
 
 func (a *app) benchCommand() *cobra.Command {

@@ -18,7 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/shale-db/shale/internal/coord"
+	"github.com/shale-db/shale/coord"
 )
 
 // Exit statuses.

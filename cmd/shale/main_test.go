@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shale-db/shale/internal/coord"
+	"github.com/shale-db/shale/coord"
 )
 
 // The tests run the real binary as a subprocess, built once here. Most tests share one

@@ -10,7 +10,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/shale-db/shale/internal/coord"
+	"github.com/shale-db/shale/coord"
 )
 
 // TestCompactKilledThenRecover: a compaction killed (SIGKILL) after its commit and before

@@ -10,9 +10,9 @@ import (
 	"os"
 	"testing"
 
+	"github.com/shale-db/shale/coord"
 	"github.com/shale-db/shale/engine"
-	"github.com/shale-db/shale/internal/coord"
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 )
 
 var etcd *coord.Embedded
@@ -42,7 +42,7 @@ func Etcd() *coord.Embedded { return etcd }
 
 // OpenDB opens a DB on s with the shared etcd as its catalog; the etcd client is closed
 // when the test ends.
-func OpenDB(t testing.TB, s objstore.Store, opts engine.Options) *engine.DB {
+func OpenDB(t testing.TB, s store.Store, opts engine.Options) *engine.DB {
 	t.Helper()
 	ctx := context.Background()
 	cli, err := coord.Connect(ctx, coord.Config{Endpoints: etcd.Endpoints()})

@@ -8,11 +8,11 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/shale-db/shale/coord"
 	"github.com/shale-db/shale/engine"
-	"github.com/shale-db/shale/internal/coord"
 	"github.com/shale-db/shale/internal/fragment"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -81,7 +81,7 @@ const (
 
 // ChildEnv returns the environment entries that let a child process open s with the
 // shared etcd as its catalog (OpenChildDB). Call it in the parent, under Main.
-func ChildEnv(s objstore.Store) []string {
+func ChildEnv(s store.Store) []string {
 	return []string{EnvStore + "=" + s.URL(), EnvEtcd + "=" + strings.Join(etcd.Endpoints(), ",")}
 }
 
@@ -89,7 +89,7 @@ func ChildEnv(s objstore.Store) []string {
 // opts (opts.Etcd is set here). The returned close releases the DB's store and client.
 // Errors: store and etcd connection errors.
 func OpenChildDB(ctx context.Context, opts engine.Options) (*engine.DB, func(), error) {
-	s, err := objstore.Open(ctx, os.Getenv(EnvStore), objstore.Options{})
+	s, err := store.Open(ctx, os.Getenv(EnvStore), store.Options{})
 	if err != nil {
 		return nil, nil, err
 	}

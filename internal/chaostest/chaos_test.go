@@ -29,12 +29,12 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/shale-db/shale/coord"
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/engine/enginetest"
-	"github.com/shale-db/shale/internal/coord"
 	"github.com/shale-db/shale/internal/failpoint"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/internal/storetest"
+	"github.com/shale-db/shale/store"
 )
 
 // size is how big a run is.
@@ -128,7 +128,7 @@ type controller struct {
 	t     *testing.T
 	sz    size
 	rng   *rand.Rand
-	s     objstore.Store
+	s     store.Store
 	db    *engine.DB
 	dir   string
 	etcd  *clientv3.Client

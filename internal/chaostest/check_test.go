@@ -15,9 +15,9 @@ import (
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/engine/enginetest"
 	"github.com/shale-db/shale/gc"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/recovery"
+	"github.com/shale-db/shale/store"
 	"github.com/shale-db/shale/verify"
 )
 
@@ -36,7 +36,7 @@ type history struct {
 type checker struct {
 	t     *testing.T
 	ctx   context.Context
-	s     objstore.Store
+	s     store.Store
 	db    *engine.DB
 	hist  map[string]*history
 	ops   []*opState          // every writer operation, and the controller's first appends
@@ -57,7 +57,7 @@ func (c *checker) fail(format string, args ...any) {
 
 // check runs, once every child has ended, recovery and then every check of the run (see
 // the package comment), and returns what it learned for the report.
-func check(t *testing.T, s objstore.Store, db *engine.DB, dir string, workers []string, rd *reader) *checker {
+func check(t *testing.T, s store.Store, db *engine.DB, dir string, workers []string, rd *reader) *checker {
 	ctx := context.Background()
 	c := &checker{t: t, ctx: ctx, s: s, db: db, hist: map[string]*history{}, byKey: map[string]*opState{},
 		landed: map[string]uint64{}, idOwner: map[int64]*opState{}}

@@ -14,11 +14,11 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/shale-db/shale/coord"
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/engine/enginetest"
-	"github.com/shale-db/shale/internal/coord"
 	"github.com/shale-db/shale/internal/faults"
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 )
 
 // envChild holds a child's configuration (JSON, childConfig); a process with it set runs
@@ -114,11 +114,11 @@ func child(raw string) int {
 // fail, nothing is lost), so a failed open is tried again.
 func openChild(ctx context.Context, opts engine.Options, lossy bool, seed int64) (*engine.DB, func(), error) {
 	var (
-		s   objstore.Store
+		s   store.Store
 		err error
 	)
 	for try := 0; ; try++ {
-		if s, err = objstore.Open(ctx, os.Getenv(enginetest.EnvStore), objstore.Options{}); err == nil {
+		if s, err = store.Open(ctx, os.Getenv(enginetest.EnvStore), store.Options{}); err == nil {
 			break
 		}
 		if try == 10 {
@@ -131,19 +131,19 @@ func openChild(ctx context.Context, opts engine.Options, lossy bool, seed int64)
 		s.Close()
 		return nil, nil, err
 	}
-	var store objstore.Store = s
+	var st store.Store = s
 	if lossy {
 		fs := faults.NewStore(s, uint64(seed))
 		versions := "*/_versions/*"
-		fs.Add(faults.Rule{Name: "version-put-reply-lost", Ops: []objstore.Op{objstore.OpPutIfAbsent}, Key: versions, Kind: faults.DropResponse, Probability: 0.08})
-		fs.Add(faults.Rule{Name: "version-put-timeout", Ops: []objstore.Op{objstore.OpPutIfAbsent}, Key: versions, Kind: faults.DropRequest, Class: objstore.ErrOutcomeUnknown, Probability: 0.04})
-		fs.Add(faults.Rule{Name: "version-get-fails", Ops: []objstore.Op{objstore.OpGet}, Key: versions, Kind: faults.DropRequest, Probability: 0.05})
-		store = fs
+		fs.Add(faults.Rule{Name: "version-put-reply-lost", Ops: []store.Op{store.OpPutIfAbsent}, Key: versions, Kind: faults.DropResponse, Probability: 0.08})
+		fs.Add(faults.Rule{Name: "version-put-timeout", Ops: []store.Op{store.OpPutIfAbsent}, Key: versions, Kind: faults.DropRequest, Class: store.ErrOutcomeUnknown, Probability: 0.04})
+		fs.Add(faults.Rule{Name: "version-get-fails", Ops: []store.Op{store.OpGet}, Key: versions, Kind: faults.DropRequest, Probability: 0.05})
+		st = fs
 		kv := faults.WrapKV(cli.Etcd(), uint64(seed)+1)
 		kv.Add(faults.EtcdRule{Name: "pointer-reply-lost", Ops: []faults.EtcdOp{faults.EtcdTxn}, Key: "*/tables/*", WritesOnly: true, Kind: faults.DropResponse, Probability: 0.1})
 	}
 	opts.Etcd = cli.Etcd()
-	db, err := engine.Open(ctx, store, opts)
+	db, err := engine.Open(ctx, st, opts)
 	if err != nil {
 		cli.Close()
 		s.Close()

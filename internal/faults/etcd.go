@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/shale-db/shale/internal/coord"
+	"github.com/shale-db/shale/coord"
 	"github.com/shale-db/shale/internal/failpoint"
 )
 

@@ -1,7 +1,7 @@
 // Package faults injects failures into Shale's real stores and etcd for tests of
 // transactions under faults (DESIGN §12 invariants 4-5 and 14, §13).
 //
-//   - Store wraps any objstore.Store: rules drop a request before it reaches the store,
+//   - Store wraps any store.Store: rules drop a request before it reaches the store,
 //     drop the response after the store applied it (a write whose outcome the caller
 //     cannot know), delay a request, or hang until the caller's context ends (before or
 //     after the store applied it).
@@ -81,7 +81,7 @@ func (k Kind) String() string {
 type Injection struct {
 	Rule string // the rule's Name, or "#<n>" for the n-th rule added (from 1)
 	Kind Kind
-	Op   string // objstore.Op or EtcdOp
+	Op   string // store.Op or EtcdOp
 	Key  string // the object key (a List's prefix); for etcd, the first key the call names
 	// Forwarded reports that the call reached the store or etcd (DropResponse, and Delay
 	// when the context lasted); Result is then what it answered there (nil: applied).

@@ -7,23 +7,23 @@ import (
 	"slices"
 	"time"
 
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 )
 
 // Rule says which store calls to affect and how.
 type Rule struct {
 	// Name labels the rule in Injection records (default "#<n>", n-th rule added).
 	Name string
-	// Ops selects calls by kind (objstore.OpGet, OpGetRange, OpHead, OpPut, OpPutIfAbsent,
+	// Ops selects calls by kind (store.OpGet, OpGetRange, OpHead, OpPut, OpPutIfAbsent,
 	// OpList, OpDelete); empty selects every kind.
-	Ops []objstore.Op
+	Ops []store.Op
 	// Key selects calls by object key (for List, the listed prefix): '*' matches any run
 	// of characters including '/', other characters match themselves; "" matches every key.
 	// Example: "*/_versions/*".
 	Key string
 	// Kind is what happens to a selected call.
 	Kind Kind
-	// Class is the error class a DropRequest call fails with: objstore.ErrTransient (the
+	// Class is the error class a DropRequest call fails with: store.ErrTransient (the
 	// default; a 503 answer, or a connection refused before sending), ErrOutcomeUnknown (a
 	// timeout whose request in fact never arrived), ErrPermanent, ErrNotFound or
 	// ErrPreconditionFailed. Other kinds choose the class themselves (see Store).
@@ -38,12 +38,12 @@ type Rule struct {
 	Probability float64
 }
 
-// Store is an objstore.Store that forwards to an inner store and injects faults by rule.
+// Store is an store.Store that forwards to an inner store and injects faults by rule.
 // Rules are consulted in the order they were added; the first rule that selects a call
 // and takes it (budget left, probability drawn) decides its fate, and a call no rule
 // takes is forwarded unchanged.
 //
-// Errors it makes up are *objstore.Error values naming the inner store's URL and the key,
+// Errors it makes up are *store.Error values naming the inner store's URL and the key,
 // with a Class and an Err wrapping ErrInjected:
 //
 //	DropRequest   Rule.Class (default ErrTransient); nothing reaches the store.
@@ -51,14 +51,14 @@ type Rule struct {
 //	              ErrTransient. The store applied the call (or refused it: a put-if-absent
 //	              that lost); Injection.Result says which.
 //	Delay, Hang   when the caller's context ends first: ErrOutcomeUnknown for writes,
-//	              ErrTransient for reads (as objstore classifies a timeout), wrapping the
+//	              ErrTransient for reads (as package store classifies a timeout), wrapping the
 //	              context's error; nothing reaches the store.
 //	HangAfterSend as Hang, but the store applied the call first.
 //
 // Counters and URL are the inner store's: a request that was never forwarded is not
 // counted. All methods are safe for concurrent use.
 type Store struct {
-	inner objstore.Store
+	inner store.Store
 	eng   *engine
 	rules []storeRule // guarded by eng.mu
 }
@@ -68,16 +68,16 @@ type storeRule struct {
 	h *Handle
 }
 
-var _ objstore.Store = (*Store)(nil)
+var _ store.Store = (*Store)(nil)
 
 // NewStore wraps inner with no rules. seed seeds the random stream of Probability rules
 // (use NewSeed in tests, so the seed is logged).
-func NewStore(inner objstore.Store, seed uint64) *Store {
+func NewStore(inner store.Store, seed uint64) *Store {
 	return &Store{inner: inner, eng: newEngine(seed)}
 }
 
 // Inner returns the wrapped store, to check what landed without going through the rules.
-func (s *Store) Inner() objstore.Store { return s.inner }
+func (s *Store) Inner() store.Store { return s.inner }
 
 // Seed returns the seed of the random stream.
 func (s *Store) Seed() uint64 { return s.eng.seed }
@@ -89,10 +89,10 @@ func (s *Store) Add(r Rule) *Handle {
 	switch r.Kind {
 	case DropRequest:
 		if r.Class == nil {
-			r.Class = objstore.ErrTransient
+			r.Class = store.ErrTransient
 		}
-		if !slices.Contains([]error{objstore.ErrTransient, objstore.ErrOutcomeUnknown, objstore.ErrPermanent,
-			objstore.ErrNotFound, objstore.ErrPreconditionFailed}, r.Class) {
+		if !slices.Contains([]error{store.ErrTransient, store.ErrOutcomeUnknown, store.ErrPermanent,
+			store.ErrNotFound, store.ErrPreconditionFailed}, r.Class) {
 			panic(fmt.Sprintf("faults: rule %q: Class %v is not a store error class", r.Name, r.Class))
 		}
 	case DropResponse, Hang, HangAfterSend:
@@ -124,7 +124,7 @@ func (s *Store) Clear() {
 func (s *Store) Injections() []Injection { return s.eng.injections() }
 
 // pick returns the rule that takes the call, or nil.
-func (s *Store) pick(op objstore.Op, key string) *storeRule {
+func (s *Store) pick(op store.Op, key string) *storeRule {
 	s.eng.mu.Lock()
 	defer s.eng.mu.Unlock()
 	for i := range s.rules {
@@ -139,33 +139,33 @@ func (s *Store) pick(op objstore.Op, key string) *storeRule {
 	return nil
 }
 
-func isWrite(op objstore.Op) bool {
-	return op == objstore.OpPut || op == objstore.OpPutIfAbsent || op == objstore.OpDelete
+func isWrite(op store.Op) bool {
+	return op == store.OpPut || op == store.OpPutIfAbsent || op == store.OpDelete
 }
 
 // timeoutClass is the class of a call that got no answer: its write may have landed.
-func timeoutClass(op objstore.Op) error {
+func timeoutClass(op store.Op) error {
 	if isWrite(op) {
-		return objstore.ErrOutcomeUnknown
+		return store.ErrOutcomeUnknown
 	}
-	return objstore.ErrTransient
+	return store.ErrTransient
 }
 
 // do runs one call through the rules. call forwards it to the inner store.
-func (s *Store) do(ctx context.Context, op objstore.Op, key string, call func(context.Context) error) error {
+func (s *Store) do(ctx context.Context, op store.Op, key string, call func(context.Context) error) error {
 	r := s.pick(op, key)
 	if r == nil {
 		return call(ctx)
 	}
 	in := Injection{Rule: r.h.name, Kind: r.Kind, Op: string(op), Key: key}
 	fail := func(class error, format string, args ...any) error {
-		return &objstore.Error{Op: op, Store: s.inner.URL(), Key: key, Class: class,
+		return &store.Error{Op: op, Store: s.inner.URL(), Key: key, Class: class,
 			Err: fmt.Errorf("%w (%s, rule %s): "+format, append([]any{ErrInjected, r.Kind, r.h.name}, args...)...)}
 	}
 	var err error
 	switch r.Kind {
 	case DropRequest:
-		if errors.Is(r.Class, objstore.ErrTransient) {
+		if errors.Is(r.Class, store.ErrTransient) {
 			err = fail(r.Class, "503 Service Unavailable; request not forwarded")
 		} else {
 			err = fail(r.Class, "request not forwarded")
@@ -199,7 +199,7 @@ func (s *Store) do(ctx context.Context, op objstore.Op, key string, call func(co
 
 func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 	var out []byte
-	err := s.do(ctx, objstore.OpGet, key, func(ctx context.Context) (err error) {
+	err := s.do(ctx, store.OpGet, key, func(ctx context.Context) (err error) {
 		out, err = s.inner.Get(ctx, key)
 		return err
 	})
@@ -211,7 +211,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 
 func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
 	var out []byte
-	err := s.do(ctx, objstore.OpGetRange, key, func(ctx context.Context) (err error) {
+	err := s.do(ctx, store.OpGetRange, key, func(ctx context.Context) (err error) {
 		out, err = s.inner.GetRange(ctx, key, offset, length)
 		return err
 	})
@@ -221,31 +221,31 @@ func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) 
 	return out, nil
 }
 
-func (s *Store) Head(ctx context.Context, key string) (objstore.ObjectInfo, error) {
-	var out objstore.ObjectInfo
-	err := s.do(ctx, objstore.OpHead, key, func(ctx context.Context) (err error) {
+func (s *Store) Head(ctx context.Context, key string) (store.ObjectInfo, error) {
+	var out store.ObjectInfo
+	err := s.do(ctx, store.OpHead, key, func(ctx context.Context) (err error) {
 		out, err = s.inner.Head(ctx, key)
 		return err
 	})
 	if err != nil {
-		return objstore.ObjectInfo{}, err
+		return store.ObjectInfo{}, err
 	}
 	return out, nil
 }
 
 func (s *Store) Put(ctx context.Context, key string, data []byte) error {
-	return s.do(ctx, objstore.OpPut, key, func(ctx context.Context) error { return s.inner.Put(ctx, key, data) })
+	return s.do(ctx, store.OpPut, key, func(ctx context.Context) error { return s.inner.Put(ctx, key, data) })
 }
 
 func (s *Store) PutIfAbsent(ctx context.Context, key string, data []byte) error {
-	return s.do(ctx, objstore.OpPutIfAbsent, key, func(ctx context.Context) error {
+	return s.do(ctx, store.OpPutIfAbsent, key, func(ctx context.Context) error {
 		return s.inner.PutIfAbsent(ctx, key, data)
 	})
 }
 
-func (s *Store) List(ctx context.Context, prefix string, limit int) ([]objstore.ObjectInfo, error) {
-	var out []objstore.ObjectInfo
-	err := s.do(ctx, objstore.OpList, prefix, func(ctx context.Context) (err error) {
+func (s *Store) List(ctx context.Context, prefix string, limit int) ([]store.ObjectInfo, error) {
+	var out []store.ObjectInfo
+	err := s.do(ctx, store.OpList, prefix, func(ctx context.Context) (err error) {
 		out, err = s.inner.List(ctx, prefix, limit)
 		return err
 	})
@@ -256,11 +256,11 @@ func (s *Store) List(ctx context.Context, prefix string, limit int) ([]objstore.
 }
 
 func (s *Store) Delete(ctx context.Context, key string) error {
-	return s.do(ctx, objstore.OpDelete, key, func(ctx context.Context) error { return s.inner.Delete(ctx, key) })
+	return s.do(ctx, store.OpDelete, key, func(ctx context.Context) error { return s.inner.Delete(ctx, key) })
 }
 
 // Counters returns the inner store's counters (requests that reached it).
-func (s *Store) Counters() *objstore.Counters { return s.inner.Counters() }
+func (s *Store) Counters() *store.Counters { return s.inner.Counters() }
 
 // URL returns the inner store's URL.
 func (s *Store) URL() string { return s.inner.URL() }

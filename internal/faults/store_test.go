@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/shale-db/shale/internal/faults"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/internal/storetest"
+	"github.com/shale-db/shale/store"
 )
 
 // stores are the real stores every store fault runs against.
@@ -32,8 +32,8 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-// requireInjected fails unless err is an injected *objstore.Error of class want naming key.
-func requireInjected(t *testing.T, err, want error, s objstore.Store, key string) {
+// requireInjected fails unless err is an injected *store.Error of class want naming key.
+func requireInjected(t *testing.T, err, want error, s store.Store, key string) {
 	t.Helper()
 	storetest.RequireClass(t, err, want, s, key)
 	if !errors.Is(err, faults.ErrInjected) {
@@ -45,7 +45,7 @@ func requireInjected(t *testing.T, err, want error, s objstore.Store, key string
 func landed(t *testing.T, fs *faults.Store, key string) []byte {
 	t.Helper()
 	got, err := fs.Inner().Get(context.Background(), key)
-	if errors.Is(err, objstore.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
@@ -58,7 +58,7 @@ func landed(t *testing.T, fs *faults.Store, key string) []byte {
 func TestTransparent(t *testing.T) {
 	for _, k := range stores {
 		t.Run(k.Name, func(t *testing.T) {
-			storetest.Conformance(t, storetest.Kind{Name: k.Name, Open: func(t testing.TB) objstore.Store {
+			storetest.Conformance(t, storetest.Kind{Name: k.Name, Open: func(t testing.TB) store.Store {
 				return faults.NewStore(k.Open(t), 0)
 			}})
 		})
@@ -68,16 +68,16 @@ func TestTransparent(t *testing.T) {
 func TestDropRequest(t *testing.T) {
 	eachStore(t, func(t *testing.T, fs *faults.Store) {
 		ctx := ctxT(t)
-		h := fs.Add(faults.Rule{Ops: []objstore.Op{objstore.OpPutIfAbsent}, Key: "*/_versions/*",
-			Kind: faults.DropRequest, Class: objstore.ErrOutcomeUnknown, Times: 1})
+		h := fs.Add(faults.Rule{Ops: []store.Op{store.OpPutIfAbsent}, Key: "*/_versions/*",
+			Kind: faults.DropRequest, Class: store.ErrOutcomeUnknown, Times: 1})
 		key := "t/_versions/00000000000000000001.manifest"
 		before := fs.Counters().Snapshot()
 		err := fs.PutIfAbsent(ctx, key, []byte("v1"))
-		requireInjected(t, err, objstore.ErrOutcomeUnknown, fs, key)
+		requireInjected(t, err, store.ErrOutcomeUnknown, fs, key)
 		if got := landed(t, fs, key); got != nil {
 			t.Fatalf("dropped request landed: %q", got)
 		}
-		if n := fs.Counters().Snapshot().Sub(before).ByOp[objstore.OpPutIfAbsent]; n != 0 {
+		if n := fs.Counters().Snapshot().Sub(before).ByOp[store.OpPutIfAbsent]; n != 0 {
 			t.Fatalf("dropped request reached the store (%d put_if_absent counted)", n)
 		}
 		// Budget spent: the retry goes through.
@@ -107,7 +107,7 @@ func TestUnavailableNTimes(t *testing.T) {
 		if err := fs.Put(ctx, "t/other", []byte("o")); err != nil {
 			t.Fatal(err)
 		}
-		h := fs.Add(faults.Rule{Name: "503", Ops: []objstore.Op{objstore.OpGet, objstore.OpGetRange},
+		h := fs.Add(faults.Rule{Name: "503", Ops: []store.Op{store.OpGet, store.OpGetRange},
 			Key: "t/data/*", Kind: faults.DropRequest, Times: 2})
 		// Not selected: another op, another key.
 		if _, err := fs.Head(ctx, "t/data/a.arrow"); err != nil {
@@ -117,9 +117,9 @@ func TestUnavailableNTimes(t *testing.T) {
 			t.Fatalf("get of another key (not selected): %v", err)
 		}
 		_, err := fs.Get(ctx, "t/data/a.arrow")
-		requireInjected(t, err, objstore.ErrTransient, fs, "t/data/a.arrow")
+		requireInjected(t, err, store.ErrTransient, fs, "t/data/a.arrow")
 		_, err = fs.GetRange(ctx, "t/data/a.arrow", 0, 1)
-		requireInjected(t, err, objstore.ErrTransient, fs, "t/data/a.arrow")
+		requireInjected(t, err, store.ErrTransient, fs, "t/data/a.arrow")
 		if got, err := fs.Get(ctx, "t/data/a.arrow"); err != nil || string(got) != "a" {
 			t.Fatalf("third get = %q, %v; want the object (budget of 2 spent)", got, err)
 		}
@@ -132,42 +132,42 @@ func TestUnavailableNTimes(t *testing.T) {
 func TestDropResponse(t *testing.T) {
 	eachStore(t, func(t *testing.T, fs *faults.Store) {
 		ctx := ctxT(t)
-		fs.Add(faults.Rule{Kind: faults.DropResponse, Ops: []objstore.Op{objstore.OpPut, objstore.OpPutIfAbsent,
-			objstore.OpDelete, objstore.OpGet, objstore.OpList}})
+		fs.Add(faults.Rule{Kind: faults.DropResponse, Ops: []store.Op{store.OpPut, store.OpPutIfAbsent,
+			store.OpDelete, store.OpGet, store.OpList}})
 
 		// A write lands, and the caller hears "outcome unknown".
 		err := fs.Put(ctx, "k/put", []byte("p"))
-		requireInjected(t, err, objstore.ErrOutcomeUnknown, fs, "k/put")
+		requireInjected(t, err, store.ErrOutcomeUnknown, fs, "k/put")
 		if got := landed(t, fs, "k/put"); string(got) != "p" {
 			t.Fatalf("put whose response was dropped: stored %q, want p", got)
 		}
 		err = fs.PutIfAbsent(ctx, "k/pia", []byte("mine"))
-		requireInjected(t, err, objstore.ErrOutcomeUnknown, fs, "k/pia")
+		requireInjected(t, err, store.ErrOutcomeUnknown, fs, "k/pia")
 		if got := landed(t, fs, "k/pia"); string(got) != "mine" {
 			t.Fatalf("put-if-absent whose response was dropped: stored %q, want mine", got)
 		}
 		// A put-if-absent that loses is also hidden; the record says what the store answered.
 		err = fs.PutIfAbsent(ctx, "k/pia", []byte("theirs"))
-		requireInjected(t, err, objstore.ErrOutcomeUnknown, fs, "k/pia")
+		requireInjected(t, err, store.ErrOutcomeUnknown, fs, "k/pia")
 		if got := landed(t, fs, "k/pia"); string(got) != "mine" {
 			t.Fatalf("losing put-if-absent changed the object to %q", got)
 		}
 		err = fs.Delete(ctx, "k/put")
-		requireInjected(t, err, objstore.ErrOutcomeUnknown, fs, "k/put")
+		requireInjected(t, err, store.ErrOutcomeUnknown, fs, "k/put")
 		if got := landed(t, fs, "k/put"); got != nil {
 			t.Fatalf("delete whose response was dropped: object still there (%q)", got)
 		}
 		// Reads: the answer is lost, a transient failure.
 		_, err = fs.Get(ctx, "k/pia")
-		requireInjected(t, err, objstore.ErrTransient, fs, "k/pia")
+		requireInjected(t, err, store.ErrTransient, fs, "k/pia")
 		_, err = fs.List(ctx, "k/", 0)
-		requireInjected(t, err, objstore.ErrTransient, fs, "k/")
+		requireInjected(t, err, store.ErrTransient, fs, "k/")
 
 		in := fs.Injections()
 		if len(in) != 6 {
 			t.Fatalf("%d injections, want 6: %+v", len(in), in)
 		}
-		for i, want := range []error{nil, nil, objstore.ErrPreconditionFailed, nil, nil, nil} {
+		for i, want := range []error{nil, nil, store.ErrPreconditionFailed, nil, nil, nil} {
 			if !in[i].Forwarded || (want == nil) != (in[i].Result == nil) || (want != nil && !errors.Is(in[i].Result, want)) {
 				t.Fatalf("injection %d = %+v, want forwarded with result %v", i, in[i], want)
 			}
@@ -179,7 +179,7 @@ func TestDelay(t *testing.T) {
 	eachStore(t, func(t *testing.T, fs *faults.Store) {
 		ctx := ctxT(t)
 		const d = 30 * time.Millisecond
-		fs.Add(faults.Rule{Kind: faults.Delay, Delay: d, Ops: []objstore.Op{objstore.OpPut}, Times: 1})
+		fs.Add(faults.Rule{Kind: faults.Delay, Delay: d, Ops: []store.Op{store.OpPut}, Times: 1})
 		start := time.Now()
 		if err := fs.Put(ctx, "k", []byte("v")); err != nil {
 			t.Fatal(err)
@@ -192,11 +192,11 @@ func TestDelay(t *testing.T) {
 		}
 
 		// The caller gives up during the delay: not forwarded, outcome unknown to it.
-		fs.Add(faults.Rule{Kind: faults.Delay, Delay: time.Hour, Ops: []objstore.Op{objstore.OpPut}, Times: 1})
+		fs.Add(faults.Rule{Kind: faults.Delay, Delay: time.Hour, Ops: []store.Op{store.OpPut}, Times: 1})
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
 		err := fs.Put(cctx, "k2", []byte("v"))
-		requireInjected(t, err, objstore.ErrOutcomeUnknown, fs, "k2")
+		requireInjected(t, err, store.ErrOutcomeUnknown, fs, "k2")
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("error %v does not wrap context.Canceled", err)
 		}
@@ -213,7 +213,7 @@ func TestHang(t *testing.T) {
 		tctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 		defer cancel()
 		err := fs.PutIfAbsent(tctx, "slow/k", []byte("v"))
-		requireInjected(t, err, objstore.ErrOutcomeUnknown, fs, "slow/k")
+		requireInjected(t, err, store.ErrOutcomeUnknown, fs, "slow/k")
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("error %v does not wrap context.DeadlineExceeded", err)
 		}
@@ -221,7 +221,7 @@ func TestHang(t *testing.T) {
 			t.Fatal("hung put landed")
 		}
 		_, err = fs.Head(tctx, "slow/k")
-		requireInjected(t, err, objstore.ErrTransient, fs, "slow/k")
+		requireInjected(t, err, store.ErrTransient, fs, "slow/k")
 		// Other keys are not affected.
 		if err := fs.Put(ctx, "fast", []byte("v")); err != nil {
 			t.Fatal(err)
@@ -232,11 +232,11 @@ func TestHang(t *testing.T) {
 // TestHangAfterSend: the write lands, then the caller's deadline passes with no answer.
 func TestHangAfterSend(t *testing.T) {
 	eachStore(t, func(t *testing.T, fs *faults.Store) {
-		fs.Add(faults.Rule{Kind: faults.HangAfterSend, Ops: []objstore.Op{objstore.OpPutIfAbsent}})
+		fs.Add(faults.Rule{Kind: faults.HangAfterSend, Ops: []store.Op{store.OpPutIfAbsent}})
 		tctx, cancel := context.WithTimeout(ctxT(t), 20*time.Millisecond)
 		defer cancel()
 		err := fs.PutIfAbsent(tctx, "t/_versions/1", []byte("v"))
-		requireInjected(t, err, objstore.ErrOutcomeUnknown, fs, "t/_versions/1")
+		requireInjected(t, err, store.ErrOutcomeUnknown, fs, "t/_versions/1")
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("error %v does not wrap context.DeadlineExceeded", err)
 		}
@@ -251,7 +251,7 @@ func TestProbability(t *testing.T) {
 	seed := faults.NewSeed(t)
 	run := func(seed uint64) (pattern []bool, injected int) {
 		fs := faults.NewStore(storetest.Mem(t), seed)
-		h := fs.Add(faults.Rule{Kind: faults.DropRequest, Ops: []objstore.Op{objstore.OpPut}, Probability: 0.3})
+		h := fs.Add(faults.Rule{Kind: faults.DropRequest, Ops: []store.Op{store.OpPut}, Probability: 0.3})
 		for i := range 300 {
 			err := fs.Put(context.Background(), fmt.Sprintf("k/%d", i), []byte("v"))
 			if err != nil && !errors.Is(err, faults.ErrInjected) {
@@ -282,12 +282,12 @@ func TestProbability(t *testing.T) {
 func TestRuleOrderRemoveClear(t *testing.T) {
 	fs := faults.NewStore(storetest.Mem(t), 0)
 	ctx := ctxT(t)
-	first := fs.Add(faults.Rule{Name: "first", Kind: faults.DropRequest, Class: objstore.ErrPermanent, Times: 1})
-	second := fs.Add(faults.Rule{Name: "second", Kind: faults.DropRequest, Class: objstore.ErrNotFound})
+	first := fs.Add(faults.Rule{Name: "first", Kind: faults.DropRequest, Class: store.ErrPermanent, Times: 1})
+	second := fs.Add(faults.Rule{Name: "second", Kind: faults.DropRequest, Class: store.ErrNotFound})
 	_, err := fs.Head(ctx, "x")
-	requireInjected(t, err, objstore.ErrPermanent, fs, "x")
+	requireInjected(t, err, store.ErrPermanent, fs, "x")
 	_, err = fs.Head(ctx, "x") // first's budget is spent: second takes it
-	requireInjected(t, err, objstore.ErrNotFound, fs, "x")
+	requireInjected(t, err, store.ErrNotFound, fs, "x")
 	second.Remove()
 	if err := fs.Put(ctx, "x", []byte("v")); err != nil {
 		t.Fatalf("after Remove: %v", err)
@@ -327,7 +327,7 @@ func TestInvalidRulesPanic(t *testing.T) {
 func TestConcurrentBudget(t *testing.T) {
 	fs := faults.NewStore(storetest.Mem(t), 0)
 	ctx := ctxT(t)
-	h := fs.Add(faults.Rule{Kind: faults.DropResponse, Ops: []objstore.Op{objstore.OpPutIfAbsent}, Times: 10})
+	h := fs.Add(faults.Rule{Kind: faults.DropResponse, Ops: []store.Op{store.OpPutIfAbsent}, Times: 10})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	unknown := 0
@@ -336,7 +336,7 @@ func TestConcurrentBudget(t *testing.T) {
 			for i := range 20 {
 				key := fmt.Sprintf("k/%d-%d", g, i)
 				err := fs.PutIfAbsent(ctx, key, []byte(key))
-				if err != nil && !errors.Is(err, objstore.ErrOutcomeUnknown) {
+				if err != nil && !errors.Is(err, store.ErrOutcomeUnknown) {
 					t.Error(err)
 				}
 				if got := landed(t, fs, key); !bytes.Equal(got, []byte(key)) {

@@ -14,13 +14,13 @@ import (
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/engine/enginetest"
 	"github.com/shale-db/shale/internal/failpoint"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
+	"github.com/shale-db/shale/store"
 )
 
 // txnRecords lists the table's transaction records.
-func txnRecords(t *testing.T, s objstore.Store, table string) []string {
+func txnRecords(t *testing.T, s store.Store, table string) []string {
 	t.Helper()
 	objs, err := s.List(context.Background(), manifest.TxnDir(table), 0)
 	if err != nil {

@@ -20,9 +20,9 @@ import (
 	"github.com/shale-db/shale/compaction"
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/engine/enginetest"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/recovery"
+	"github.com/shale-db/shale/store"
 )
 
 const childEnv = "SHALE_FENCETEST_CHILD"
@@ -133,7 +133,7 @@ type started struct {
 	done chan error
 }
 
-func startChild(t *testing.T, s objstore.Store, mode, table string, env ...string) *started {
+func startChild(t *testing.T, s store.Store, mode, table string, env ...string) *started {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(append(os.Environ(), childEnv+"="+mode, "TABLE="+table), enginetest.ChildEnv(s)...)

@@ -14,14 +14,14 @@ import (
 	"github.com/shale-db/shale/engine/enginetest"
 	"github.com/shale-db/shale/gc"
 	"github.com/shale-db/shale/internal/failpoint"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/internal/storetest"
 	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/store"
 	"github.com/shale-db/shale/verify"
 )
 
 // setup creates table t with ids 0..49 in a local store and returns the store and a DB.
-func setup(t *testing.T) (objstore.Store, *engine.DB) {
+func setup(t *testing.T) (store.Store, *engine.DB) {
 	t.Helper()
 	s := storetest.Local(t)
 	db := enginetest.OpenDB(t, s, engine.Options{})
@@ -38,7 +38,7 @@ func setup(t *testing.T) (objstore.Store, *engine.DB) {
 }
 
 // unreferenced lists the objects under table/prefix that no version references.
-func unreferenced(t *testing.T, s objstore.Store, table, prefix string) []string {
+func unreferenced(t *testing.T, s store.Store, table, prefix string) []string {
 	t.Helper()
 	ctx := context.Background()
 	refs := map[string]bool{}
@@ -75,7 +75,7 @@ func unreferenced(t *testing.T, s objstore.Store, table, prefix string) []string
 
 // checkSound asserts that verify finds no fault at any version and that the published
 // version reads (no published version names a missing object).
-func checkSound(t *testing.T, s objstore.Store, db *engine.DB, table string) *engine.Table {
+func checkSound(t *testing.T, s store.Store, db *engine.DB, table string) *engine.Table {
 	t.Helper()
 	ctx := context.Background()
 	vr, err := verify.Table(ctx, s, db.Catalog(), table, verify.Options{AllVersions: true})

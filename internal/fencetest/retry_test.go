@@ -11,9 +11,9 @@ import (
 	"github.com/shale-db/shale/engine/enginetest"
 	"github.com/shale-db/shale/gc"
 	"github.com/shale-db/shale/internal/faults"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/internal/storetest"
 	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/store"
 )
 
 // TestRetryAfterCollectionIsRejected (issue 8 item 1, the Unknown case): an append's
@@ -38,8 +38,8 @@ func TestRetryAfterCollectionIsRejected(t *testing.T) {
 	key := manifest.ManifestKey("t", tbl.Version()+1)
 	// Armed once the append has planned (on HEAD) and written its files.
 	defer failpoint.Enable("manifest.before_txn_put", failpoint.Call(func(context.Context) error {
-		fs.Add(faults.Rule{Ops: []objstore.Op{objstore.OpPutIfAbsent}, Key: key, Kind: faults.DropRequest, Class: objstore.ErrOutcomeUnknown})
-		fs.Add(faults.Rule{Ops: []objstore.Op{objstore.OpGet}, Key: key, Kind: faults.DropRequest})
+		fs.Add(faults.Rule{Ops: []store.Op{store.OpPutIfAbsent}, Key: key, Kind: faults.DropRequest, Class: store.ErrOutcomeUnknown})
+		fs.Add(faults.Rule{Ops: []store.Op{store.OpGet}, Key: key, Kind: faults.DropRequest})
 		return nil
 	}).Once())()
 	rec = batch(100, 110)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 )
 
 // Deletion vector envelope (little endian):
@@ -89,10 +89,10 @@ func DecodeDeletionVector(key string, data []byte) (bm *roaring.Bitmap, err erro
 }
 
 // WriteDeletionVector stores deleted (row offsets of one fragment) at key with
-// put-if-absent and returns the object size in bytes. Errors: *objstore.Error wrapping
-// objstore.ErrPreconditionFailed when key already exists (deletion vectors are immutable;
+// put-if-absent and returns the object size in bytes. Errors: *store.Error wrapping
+// store.ErrPreconditionFailed when key already exists (deletion vectors are immutable;
 // use a fresh key), or another store error.
-func WriteDeletionVector(ctx context.Context, s objstore.Store, key string, deleted *roaring.Bitmap) (size int64, err error) {
+func WriteDeletionVector(ctx context.Context, s store.Store, key string, deleted *roaring.Bitmap) (size int64, err error) {
 	data, err := EncodeDeletionVector(deleted)
 	if err != nil {
 		return 0, err
@@ -103,9 +103,9 @@ func WriteDeletionVector(ctx context.Context, s objstore.Store, key string, dele
 	return int64(len(data)), nil
 }
 
-// ReadDeletionVector reads the deletion vector at key with one GET. Errors: *objstore.Error
+// ReadDeletionVector reads the deletion vector at key with one GET. Errors: *store.Error
 // (ErrNotFound, …) and *CorruptError as DecodeDeletionVector.
-func ReadDeletionVector(ctx context.Context, s objstore.Store, key string) (*roaring.Bitmap, error) {
+func ReadDeletionVector(ctx context.Context, s store.Store, key string) (*roaring.Bitmap, error) {
 	data, err := s.Get(ctx, key)
 	if err != nil {
 		return nil, err

@@ -10,7 +10,7 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 )
 
 func TestDeletionVectorRoundTrip(t *testing.T) {
@@ -24,7 +24,7 @@ func TestDeletionVectorRoundTrip(t *testing.T) {
 	runs.AddRange(100, 200000)
 	runs.Add(1<<32 - 1)
 	cases := map[string]*roaring.Bitmap{"empty": roaring.New(), "one": roaring.BitmapOf(7), "random": random, "runs": runs}
-	for _, s := range []objstore.Store{memStore(t), fileStore(t)} {
+	for _, s := range []store.Store{memStore(t), fileStore(t)} {
 		for name, bm := range cases {
 			key := "t/_deletions/" + name + ".dv"
 			size, err := WriteDeletionVector(ctx, s, key, bm)
@@ -43,11 +43,11 @@ func TestDeletionVectorRoundTrip(t *testing.T) {
 				t.Fatalf("%s: read back %d offsets, wrote %d", name, got.GetCardinality(), bm.GetCardinality())
 			}
 			// Immutable: a second write of the same key loses.
-			if _, err := WriteDeletionVector(ctx, s, key, roaring.BitmapOf(1)); !errors.Is(err, objstore.ErrPreconditionFailed) {
+			if _, err := WriteDeletionVector(ctx, s, key, roaring.BitmapOf(1)); !errors.Is(err, store.ErrPreconditionFailed) {
 				t.Fatalf("%s: second write: %v", name, err)
 			}
 		}
-		if _, err := ReadDeletionVector(ctx, s, "t/_deletions/none.dv"); !errors.Is(err, objstore.ErrNotFound) {
+		if _, err := ReadDeletionVector(ctx, s, "t/_deletions/none.dv"); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("missing DV: %v", err)
 		}
 	}

@@ -1,5 +1,5 @@
 // Package fragment writes and reads a fragment's data files and deletion vectors through
-// internal/objstore.
+// internal/store.
 //
 // A data file is an Arrow IPC file (format "ARROW1", metadata V5) whose record batches are
 // compressed per buffer with ZSTD (default), LZ4 or not at all. Its schema carries the
@@ -22,7 +22,7 @@
 //
 // Errors about stored bytes are *CorruptError values naming the object key and wrapping
 // ErrCorrupt (or ErrUnsupportedVersion for a newer deletion vector format); store failures
-// are passed through as *objstore.Error, which also names the key.
+// are passed through as *store.Error, which also names the key.
 package fragment
 
 import (

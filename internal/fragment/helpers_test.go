@@ -20,16 +20,16 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/arrow/scalar"
 
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 )
 
 var storeSeq atomic.Int64
 
 // memStore opens a fresh in-process store.
-func memStore(t testing.TB) objstore.Store {
+func memStore(t testing.TB) store.Store {
 	t.Helper()
 	url := fmt.Sprintf("mem://fragment-%s-%d-%d", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano(), storeSeq.Add(1))
-	s, err := objstore.Open(context.Background(), url, objstore.Options{})
+	s, err := store.Open(context.Background(), url, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,9 +38,9 @@ func memStore(t testing.TB) objstore.Store {
 }
 
 // fileStore opens a store on local disk under t.TempDir().
-func fileStore(t testing.TB) objstore.Store {
+func fileStore(t testing.TB) store.Store {
 	t.Helper()
-	s, err := objstore.Open(context.Background(), "file://"+t.TempDir(), objstore.Options{})
+	s, err := store.Open(context.Background(), "file://"+t.TempDir(), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +268,7 @@ func concatRecords(t testing.TB, recs []arrow.RecordBatch) arrow.RecordBatch {
 }
 
 // readAll reads every batch of every file back (all columns) and concatenates them.
-func readAll(t testing.TB, s objstore.Store, files []DataFile) arrow.RecordBatch {
+func readAll(t testing.TB, s store.Store, files []DataFile) arrow.RecordBatch {
 	t.Helper()
 	var recs []arrow.RecordBatch
 	for _, df := range files {

@@ -16,8 +16,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/shale-db/shale/internal/failpoint"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/internal/panics"
+	"github.com/shale-db/shale/store"
 )
 
 // seamReadBatch is hit at the start of every ReadBatch (tests inject a panic there).
@@ -41,7 +41,7 @@ const CoalesceGap = 256 << 10
 // Methods are safe for concurrent use, except Close.
 type FileReader struct {
 	ctx    context.Context
-	store  objstore.Store
+	store  store.Store
 	df     DataFile
 	mem    memory.Allocator
 	src    *rangeSource
@@ -66,9 +66,9 @@ type FileReader struct {
 // counts add up to df.Rows (each batch's own count is checked by ReadBatch). To check
 // the columns' types against a table schema, call CheckSchema.
 // Errors: *CorruptError wrapping ErrCorrupt (naming df.Key) for a truncated, malformed or
-// mismatched file; *objstore.Error for store failures (ErrNotFound when the object is gone);
+// mismatched file; *store.Error for store failures (ErrNotFound when the object is gone);
 // *panics.Error wrapping panics.ErrInternal (naming df.Key) for a panic while opening.
-func OpenFile(ctx context.Context, s objstore.Store, df DataFile, mem memory.Allocator) (_ *FileReader, err error) {
+func OpenFile(ctx context.Context, s store.Store, df DataFile, mem memory.Allocator) (_ *FileReader, err error) {
 	if mem == nil {
 		mem = memory.DefaultAllocator
 	}
@@ -99,7 +99,7 @@ func (r *FileReader) corrupt(format string, args ...any) error {
 // classify turns an error from decoding into a store error (passed through) or a
 // corruption error naming the key.
 func (r *FileReader) classify(what string, err error) error {
-	var se *objstore.Error
+	var se *store.Error
 	if errors.As(err, &se) {
 		return err
 	}
@@ -339,7 +339,7 @@ func (r *FileReader) DataFile() DataFile { return r.df }
 // caller owns the result and must Release it.
 //
 // Errors: an index out of range; *CorruptError wrapping ErrCorrupt (naming the key) for
-// bytes that do not decode or disagree with the DataFile; *objstore.Error for store
+// bytes that do not decode or disagree with the DataFile; *store.Error for store
 // failures; *panics.Error wrapping panics.ErrInternal (naming the key) for a panic while
 // reading.
 func (r *FileReader) ReadBatch(i int, columns []int) (_ arrow.RecordBatch, err error) {
@@ -568,7 +568,7 @@ func (r *FileReader) Close() error {
 // prefetched batch) and falls back to one GetRange per ReadAt for anything else.
 type rangeSource struct {
 	ctx   context.Context
-	store objstore.Store
+	store store.Store
 	key   string
 	size  int64
 

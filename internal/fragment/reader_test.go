@@ -10,7 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 )
 
 // scanSchema is the shape of the benchmark table: int64, string, float64, timestamp.
@@ -65,7 +65,7 @@ func TestRequestCounts(t *testing.T) {
 	}
 	defer fr.Close()
 	open := c.Snapshot().Sub(before)
-	if open.Total() != 1 || open.ByOp[objstore.OpGetRange] != 1 {
+	if open.Total() != 1 || open.ByOp[store.OpGetRange] != 1 {
 		t.Fatalf("OpenFile made %v, want one range read", open)
 	}
 	t.Logf("open: %v, %d bytes (file %d bytes)", open, open.BytesRead, df.Size)
@@ -79,7 +79,7 @@ func TestRequestCounts(t *testing.T) {
 		}
 		r.Release()
 		d := c.Snapshot().Sub(before)
-		if d.Total() != 1 || d.ByOp[objstore.OpGetRange] != 1 {
+		if d.Total() != 1 || d.ByOp[store.OpGetRange] != 1 {
 			t.Fatalf("ReadBatch(%d, nil) made %v, want one range read", i, d)
 		}
 		wholeBytes += d.BytesRead
@@ -212,7 +212,7 @@ func TestTruncatedFileErrorNamesKey(t *testing.T) {
 	gone := df
 	gone.Key = "tr/missing.arrow"
 	_, err = OpenFile(ctx, s, gone, nil)
-	if !errors.Is(err, objstore.ErrNotFound) || errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), gone.Key) {
+	if !errors.Is(err, store.ErrNotFound) || errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), gone.Key) {
 		t.Fatalf("missing object: %v", err)
 	}
 }
@@ -273,7 +273,7 @@ func TestByteFlipsAreDetected(t *testing.T) {
 	}
 }
 
-func readAllErr(s objstore.Store, df DataFile) (arrow.RecordBatch, error) {
+func readAllErr(s store.Store, df DataFile) (arrow.RecordBatch, error) {
 	fr, err := OpenFile(context.Background(), s, df, nil)
 	if err != nil {
 		return nil, err

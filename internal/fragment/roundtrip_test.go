@@ -15,11 +15,11 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 )
 
 // writeRecords writes recs through a Writer and returns the files.
-func writeRecords(t testing.TB, s objstore.Store, dir string, schema *arrow.Schema, recs []arrow.RecordBatch, opts WriterOptions) []DataFile {
+func writeRecords(t testing.TB, s store.Store, dir string, schema *arrow.Schema, recs []arrow.RecordBatch, opts WriterOptions) []DataFile {
 	t.Helper()
 	w, err := NewWriter(context.Background(), s, dir, schema, fieldIDsFor(schema), opts)
 	if err != nil {
@@ -110,7 +110,7 @@ func TestRoundTripAllTypesSplitsFilesAndBatches(t *testing.T) {
 
 // checkStats compares every batch's and file's statistics with a brute-force computation
 // over the values read back.
-func checkStats(t *testing.T, s objstore.Store, files []DataFile) {
+func checkStats(t *testing.T, s store.Store, files []DataFile) {
 	t.Helper()
 	for _, df := range files {
 		fr, err := OpenFile(context.Background(), s, df, nil)
@@ -180,7 +180,7 @@ func TestProjectionMatchesFullRead(t *testing.T) {
 				}
 				reqs := s.Counters().Snapshot().Sub(before)
 				// Metadata, then one coalesced range (none for a column without buffers).
-				if n := reqs.ByOp[objstore.OpGetRange]; n < 1 || n > 2 || reqs.Total() != n {
+				if n := reqs.ByOp[store.OpGetRange]; n < 1 || n > 2 || reqs.Total() != n {
 					t.Fatalf("columns %v took requests %v, want at most 2 range reads", cols, reqs)
 				}
 				want := project(retained(full), cols)

@@ -8,8 +8,8 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
 
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/internal/storetest"
+	"github.com/shale-db/shale/store"
 )
 
 // TestAcrossStores runs the data file and deletion vector paths on every store kind of
@@ -34,7 +34,7 @@ func TestAcrossStores(t *testing.T) {
 				t.Fatal(err)
 			}
 			one.Release()
-			if d := s.Counters().Snapshot().Sub(before); d.Total() != 2 || d.ByOp[objstore.OpGetRange] != 2 {
+			if d := s.Counters().Snapshot().Sub(before); d.Total() != 2 || d.ByOp[store.OpGetRange] != 2 {
 				t.Fatalf("open + one batch made %v, want 2 range reads", d)
 			}
 			proj, err := fr.ReadBatch(4, []int{2})
@@ -88,7 +88,7 @@ func TestAcrossStores(t *testing.T) {
 			if _, err := WriteDeletionVector(ctx, s, dvKey, roaring.BitmapOf(3, 5, 999)); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := WriteDeletionVector(ctx, s, dvKey, roaring.BitmapOf(1)); !errors.Is(err, objstore.ErrPreconditionFailed) {
+			if _, err := WriteDeletionVector(ctx, s, dvKey, roaring.BitmapOf(1)); !errors.Is(err, store.ErrPreconditionFailed) {
 				t.Fatalf("second DV write: %v", err)
 			}
 			bm, err := ReadDeletionVector(ctx, s, dvKey)

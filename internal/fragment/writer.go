@@ -16,8 +16,8 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/shale-db/shale/internal/failpoint"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/internal/panics"
+	"github.com/shale-db/shale/store"
 )
 
 // seamEncodeBatch is hit before each record batch is encoded (tests inject a panic there).
@@ -54,7 +54,7 @@ var ErrSchemaMismatch = errors.New("fragment: record schema does not match the w
 // dir + "/" + <ULID> + ".arrow". A Writer is not safe for concurrent use.
 type Writer struct {
 	ctx      context.Context
-	store    objstore.Store
+	store    store.Store
 	dir      string
 	schema   *arrow.Schema // the input schema plus the field-id metadata
 	fieldIDs []int32
@@ -80,7 +80,7 @@ type fileBuilder struct {
 
 // NewWriter returns a Writer for records of schema whose top-level columns have the given
 // field ids (one per field, distinct). Errors: invalid options or field ids.
-func NewWriter(ctx context.Context, s objstore.Store, dir string, schema *arrow.Schema, fieldIDs []int32, opts WriterOptions) (*Writer, error) {
+func NewWriter(ctx context.Context, s store.Store, dir string, schema *arrow.Schema, fieldIDs []int32, opts WriterOptions) (*Writer, error) {
 	if schema.NumFields() == 0 {
 		return nil, errors.New("fragment: schema has no fields")
 	}
@@ -160,7 +160,7 @@ func decodeFieldIDs(s string) ([]int32, error) {
 
 // Write appends rec's rows. The record is not retained after Write returns. A data file
 // that fills up is stored before Write returns. Errors: ErrClosed, ErrSchemaMismatch,
-// encoding errors, store errors (*objstore.Error), and *panics.Error wrapping
+// encoding errors, store errors (*store.Error), and *panics.Error wrapping
 // panics.ErrInternal for a panic while encoding; after an error the Writer is failed.
 func (w *Writer) Write(rec arrow.RecordBatch) (err error) {
 	defer w.recoverPanic(&err)

@@ -23,13 +23,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/shale-db/shale/compaction"
+	"github.com/shale-db/shale/coord"
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/engine/enginetest"
-	"github.com/shale-db/shale/internal/coord"
 	"github.com/shale-db/shale/internal/failpoint"
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/recovery"
+	"github.com/shale-db/shale/store"
 	"github.com/shale-db/shale/verify"
 )
 
@@ -151,7 +151,7 @@ func batch(first int64, n int) arrow.RecordBatch {
 // fixture is one test's store, DB (with the shared etcd as its catalog) and table.
 type fixture struct {
 	t     *testing.T
-	s     objstore.Store
+	s     store.Store
 	db    *engine.DB
 	table string
 	dir   string // for release files
@@ -175,7 +175,7 @@ func (f *fixture) etcd() *clientv3.Client {
 
 // newFixture creates table "t" with frags appends of rows rows each (ids 0..frags*rows-1,
 // one small fragment per append, all published).
-func newFixture(t *testing.T, s objstore.Store, frags, rows int) *fixture {
+func newFixture(t *testing.T, s store.Store, frags, rows int) *fixture {
 	t.Helper()
 	sizes := make([]int, frags)
 	for i := range sizes {
@@ -186,7 +186,7 @@ func newFixture(t *testing.T, s objstore.Store, frags, rows int) *fixture {
 
 // newFixtureSizes creates table "t" with one append per size (ids numbered from 0 across
 // them), all published.
-func newFixtureSizes(t *testing.T, s objstore.Store, sizes ...int) *fixture {
+func newFixtureSizes(t *testing.T, s store.Store, sizes ...int) *fixture {
 	t.Helper()
 	f := &fixture{t: t, s: s, db: enginetest.OpenDB(t, s, engine.Options{}), table: "t", dir: t.TempDir()}
 	ctx := context.Background()
@@ -338,7 +338,7 @@ func (f *fixture) sidecars() []recovery.Sidecar {
 	var out []recovery.Sidecar
 	for _, k := range keys {
 		b, err := f.s.Get(ctx, k)
-		if errors.Is(err, objstore.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
 		if err != nil {
@@ -581,7 +581,7 @@ func (f *fixture) txnStored(id string) func() bool {
 		if err != nil {
 			return false
 		}
-		return slices.ContainsFunc(objs, func(o objstore.ObjectInfo) bool { return strings.HasSuffix(o.Key, "-"+id+".txn") })
+		return slices.ContainsFunc(objs, func(o store.ObjectInfo) bool { return strings.HasSuffix(o.Key, "-"+id+".txn") })
 	}
 }
 

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/shale-db/shale/compaction"
+	"github.com/shale-db/shale/coord"
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/engine/enginetest"
-	"github.com/shale-db/shale/internal/coord"
 	"github.com/shale-db/shale/internal/failpoint"
 	"github.com/shale-db/shale/internal/faults"
 	"github.com/shale-db/shale/internal/storetest"

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 )
 
 // LargeObjectSize is the size of the large conditional object the conformance suite
@@ -22,7 +22,7 @@ import (
 // gcsblob's 16 MiB chunk (so GCS uses a resumable upload with more than one chunk).
 const LargeObjectSize = 17<<20 + 12345
 
-// Conformance runs the store contract (objstore.Store's doc comments) against stores
+// Conformance runs the store contract (store.Store's doc comments) against stores
 // from k.Open, which must return a fresh, empty store per call. Each check is a subtest.
 // The large conditional object (LargeObjectSize bytes) is written only when
 // k.LargeWritePath.
@@ -48,9 +48,9 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
-// RequireClass fails the test unless err is an *objstore.Error of class want (and of no
+// RequireClass fails the test unless err is an *store.Error of class want (and of no
 // other class) that names the store and key in its fields and message.
-func RequireClass(t testing.TB, err, want error, s objstore.Store, key string) {
+func RequireClass(t testing.TB, err, want error, s store.Store, key string) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("got nil error, want %v for key %q", want, key)
@@ -58,15 +58,15 @@ func RequireClass(t testing.TB, err, want error, s objstore.Store, key string) {
 	if !errors.Is(err, want) {
 		t.Fatalf("error %v: want class %v", err, want)
 	}
-	for _, c := range []error{objstore.ErrNotFound, objstore.ErrPreconditionFailed, objstore.ErrTransient,
-		objstore.ErrPermanent, objstore.ErrOutcomeUnknown, objstore.ErrPreconditionsIgnored} {
+	for _, c := range []error{store.ErrNotFound, store.ErrPreconditionFailed, store.ErrTransient,
+		store.ErrPermanent, store.ErrOutcomeUnknown, store.ErrPreconditionsIgnored} {
 		if c != want && errors.Is(err, c) {
 			t.Fatalf("error %v: has class %v besides %v", err, c, want)
 		}
 	}
-	var e *objstore.Error
+	var e *store.Error
 	if !errors.As(err, &e) {
-		t.Fatalf("error %v (%T) is not an *objstore.Error", err, err)
+		t.Fatalf("error %v (%T) is not an *store.Error", err, err)
 	}
 	if e.Key != key || e.Store != s.URL() {
 		t.Fatalf("error names key %q store %q, want %q %q", e.Key, e.Store, key, s.URL())
@@ -76,14 +76,14 @@ func RequireClass(t testing.TB, err, want error, s objstore.Store, key string) {
 	}
 }
 
-func mustPut(t testing.TB, s objstore.Store, key string, data []byte) {
+func mustPut(t testing.TB, s store.Store, key string, data []byte) {
 	t.Helper()
 	if err := s.Put(ctxT(t), key, data); err != nil {
 		t.Fatalf("put %s: %v", key, err)
 	}
 }
 
-func mustGet(t testing.TB, s objstore.Store, key string) []byte {
+func mustGet(t testing.TB, s store.Store, key string) []byte {
 	t.Helper()
 	b, err := s.Get(ctxT(t), key)
 	if err != nil {
@@ -92,10 +92,10 @@ func mustGet(t testing.TB, s objstore.Store, key string) []byte {
 	return b
 }
 
-func testGetPut(t *testing.T, s objstore.Store) {
+func testGetPut(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	_, err := s.Get(ctx, "t/missing")
-	RequireClass(t, err, objstore.ErrNotFound, s, "t/missing")
+	RequireClass(t, err, store.ErrNotFound, s, "t/missing")
 
 	mustPut(t, s, "t/a", []byte("hello"))
 	if got := mustGet(t, s, "t/a"); string(got) != "hello" {
@@ -116,7 +116,7 @@ func testGetPut(t *testing.T, s objstore.Store) {
 	}
 }
 
-func testGetRange(t *testing.T, s objstore.Store) {
+func testGetRange(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	data := []byte("0123456789")
 	mustPut(t, s, "r/obj", data)
@@ -145,12 +145,12 @@ func testGetRange(t *testing.T, s objstore.Store) {
 		}
 	}
 	_, err := s.GetRange(ctx, "r/missing", 0, 4)
-	RequireClass(t, err, objstore.ErrNotFound, s, "r/missing")
+	RequireClass(t, err, store.ErrNotFound, s, "r/missing")
 	_, err = s.GetRange(ctx, "r/obj", -1, 4)
-	RequireClass(t, err, objstore.ErrPermanent, s, "r/obj")
+	RequireClass(t, err, store.ErrPermanent, s, "r/obj")
 }
 
-func testHead(t *testing.T, s objstore.Store) {
+func testHead(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	before := time.Now().Add(-time.Minute)
 	mustPut(t, s, "h/obj", make([]byte, 1234))
@@ -165,14 +165,14 @@ func testHead(t *testing.T, s objstore.Store) {
 		t.Fatalf("head mod time %v is not about now", info.ModTime)
 	}
 	_, err = s.Head(ctx, "h/missing")
-	RequireClass(t, err, objstore.ErrNotFound, s, "h/missing")
+	RequireClass(t, err, store.ErrNotFound, s, "h/missing")
 	// A "directory" of other keys is not an object.
 	mustPut(t, s, "h/dir/child", []byte("x"))
 	_, err = s.Head(ctx, "h/dir")
-	RequireClass(t, err, objstore.ErrNotFound, s, "h/dir")
+	RequireClass(t, err, store.ErrNotFound, s, "h/dir")
 }
 
-func testList(t *testing.T, s objstore.Store) {
+func testList(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	// Keys chosen so that byte order differs from a per-directory walk order:
 	// '-' (0x2d) and '.' (0x2e) sort before '/' (0x2f), '0' (0x30) after it.
@@ -181,7 +181,7 @@ func testList(t *testing.T, s objstore.Store) {
 	for _, i := range rand.Perm(len(keys)) {
 		mustPut(t, s, keys[i], []byte(keys[i]))
 	}
-	keysOf := func(objs []objstore.ObjectInfo) []string {
+	keysOf := func(objs []store.ObjectInfo) []string {
 		var out []string
 		for _, o := range objs {
 			out = append(out, o.Key)
@@ -233,14 +233,14 @@ func testList(t *testing.T, s objstore.Store) {
 	}
 }
 
-func testDelete(t *testing.T, s objstore.Store) {
+func testDelete(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	mustPut(t, s, "d/obj", []byte("x"))
 	if err := s.Delete(ctx, "d/obj"); err != nil {
 		t.Fatal(err)
 	}
 	_, err := s.Get(ctx, "d/obj")
-	RequireClass(t, err, objstore.ErrNotFound, s, "d/obj")
+	RequireClass(t, err, store.ErrNotFound, s, "d/obj")
 	if err := s.Delete(ctx, "d/obj"); err != nil {
 		t.Fatalf("deleting a deleted object: %v", err)
 	}
@@ -256,28 +256,28 @@ func testDelete(t *testing.T, s objstore.Store) {
 	}
 }
 
-func testInvalidKeys(t *testing.T, s objstore.Store) {
+func testInvalidKeys(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	for _, key := range []string{"", "/abs", "trailing/", "a//b", "a/../b", "./a", "a/.", "nul\x00", "bad\xffutf8"} {
 		err := s.Put(ctx, key, []byte("x"))
-		RequireClass(t, err, objstore.ErrPermanent, s, key)
+		RequireClass(t, err, store.ErrPermanent, s, key)
 		_, err = s.Get(ctx, key)
-		RequireClass(t, err, objstore.ErrPermanent, s, key)
+		RequireClass(t, err, store.ErrPermanent, s, key)
 		err = s.PutIfAbsent(ctx, key, []byte("x"))
-		RequireClass(t, err, objstore.ErrPermanent, s, key)
+		RequireClass(t, err, store.ErrPermanent, s, key)
 	}
 }
 
-func testPutIfAbsentSequential(t *testing.T, s objstore.Store) {
+func testPutIfAbsentSequential(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	if err := s.PutIfAbsent(ctx, "p/k", []byte("first")); err != nil {
 		t.Fatalf("first put-if-absent: %v", err)
 	}
 	err := s.PutIfAbsent(ctx, "p/k", []byte("second"))
-	RequireClass(t, err, objstore.ErrPreconditionFailed, s, "p/k")
+	RequireClass(t, err, store.ErrPreconditionFailed, s, "p/k")
 	// Same size, other bytes: decided by reading the object back.
 	err = s.PutIfAbsent(ctx, "p/k", []byte("FIRST"))
-	RequireClass(t, err, objstore.ErrPreconditionFailed, s, "p/k")
+	RequireClass(t, err, store.ErrPreconditionFailed, s, "p/k")
 	if got := mustGet(t, s, "p/k"); string(got) != "first" {
 		t.Fatalf("after lost put-if-absent the object is %q, want first", got)
 	}
@@ -288,10 +288,10 @@ func testPutIfAbsentSequential(t *testing.T, s objstore.Store) {
 	// An unconditional put over it, then put-if-absent still refuses other bytes.
 	mustPut(t, s, "p/k", []byte("third"))
 	err = s.PutIfAbsent(ctx, "p/k", []byte("first"))
-	RequireClass(t, err, objstore.ErrPreconditionFailed, s, "p/k")
+	RequireClass(t, err, store.ErrPreconditionFailed, s, "p/k")
 }
 
-func testPutIfAbsentRace(t *testing.T, s objstore.Store) {
+func testPutIfAbsentRace(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	const keys, racers = 50, 8
 	type result struct {
@@ -322,7 +322,7 @@ func testPutIfAbsentRace(t *testing.T, s objstore.Store) {
 		switch {
 		case res.winner:
 			winners[res.key] = append(winners[res.key], res.racer)
-		case !errors.Is(res.err, objstore.ErrPreconditionFailed):
+		case !errors.Is(res.err, store.ErrPreconditionFailed):
 			t.Errorf("key %d racer %d: %v, want success or ErrPreconditionFailed", res.key, res.racer, res.err)
 		}
 	}
@@ -339,7 +339,7 @@ func testPutIfAbsentRace(t *testing.T, s objstore.Store) {
 	}
 }
 
-func testLargeConditional(t *testing.T, s objstore.Store) {
+func testLargeConditional(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	a := RandomBytes(t, LargeObjectSize)
 	b := bytes.Clone(a)
@@ -348,7 +348,7 @@ func testLargeConditional(t *testing.T, s objstore.Store) {
 		t.Fatalf("large put-if-absent: %v", err)
 	}
 	err := s.PutIfAbsent(ctx, "big/obj", b)
-	RequireClass(t, err, objstore.ErrPreconditionFailed, s, "big/obj")
+	RequireClass(t, err, store.ErrPreconditionFailed, s, "big/obj")
 	if got := mustGet(t, s, "big/obj"); !bytes.Equal(got, a) {
 		t.Fatalf("the large object was overwritten by the losing put-if-absent")
 	}
@@ -371,7 +371,7 @@ func testLargeConditional(t *testing.T, s objstore.Store) {
 			if got := mustGet(t, s, "big/raced"); !bytes.Equal(got, [][]byte{a, b}[i]) {
 				t.Fatalf("big/raced does not hold the winner's bytes")
 			}
-		case !errors.Is(err, objstore.ErrPreconditionFailed):
+		case !errors.Is(err, store.ErrPreconditionFailed):
 			t.Fatalf("large racer %d: %v", i, err)
 		}
 	}
@@ -382,7 +382,7 @@ func testLargeConditional(t *testing.T, s objstore.Store) {
 
 // requireDelta fails unless the requests made by f are exactly want (by op) and the bytes
 // moved are as given (-1 = not checked).
-func requireDelta(t testing.TB, s objstore.Store, what string, want map[objstore.Op]int64, read, written int64, f func()) {
+func requireDelta(t testing.TB, s store.Store, what string, want map[store.Op]int64, read, written int64, f func()) {
 	t.Helper()
 	before := s.Counters().Snapshot()
 	f()
@@ -403,52 +403,52 @@ func requireDelta(t testing.TB, s objstore.Store, what string, want map[objstore
 	}
 }
 
-func testCounters(t *testing.T, s objstore.Store) {
+func testCounters(t *testing.T, s store.Store) {
 	ctx := ctxT(t)
 	if r := s.Counters().Snapshot(); r.Total() != 0 || r.BytesRead != 0 || r.BytesWritten != 0 {
 		t.Fatalf("a freshly opened store has counts %v (read %d, wrote %d), want none", r, r.BytesRead, r.BytesWritten)
 	}
 	data := []byte("0123456789")
-	requireDelta(t, s, "put", map[objstore.Op]int64{objstore.OpPut: 1}, 0, 10, func() { mustPut(t, s, "c/a", data) })
+	requireDelta(t, s, "put", map[store.Op]int64{store.OpPut: 1}, 0, 10, func() { mustPut(t, s, "c/a", data) })
 	mustPut(t, s, "c/b", data)
 	mustPut(t, s, "c/c", data)
-	requireDelta(t, s, "get", map[objstore.Op]int64{objstore.OpGet: 1}, 10, 0, func() { mustGet(t, s, "c/a") })
-	requireDelta(t, s, "get range", map[objstore.Op]int64{objstore.OpGetRange: 1}, 3, 0, func() {
+	requireDelta(t, s, "get", map[store.Op]int64{store.OpGet: 1}, 10, 0, func() { mustGet(t, s, "c/a") })
+	requireDelta(t, s, "get range", map[store.Op]int64{store.OpGetRange: 1}, 3, 0, func() {
 		if _, err := s.GetRange(ctx, "c/a", 2, 3); err != nil {
 			t.Fatal(err)
 		}
 	})
-	requireDelta(t, s, "head", map[objstore.Op]int64{objstore.OpHead: 1}, 0, 0, func() {
+	requireDelta(t, s, "head", map[store.Op]int64{store.OpHead: 1}, 0, 0, func() {
 		if _, err := s.Head(ctx, "c/a"); err != nil {
 			t.Fatal(err)
 		}
 	})
-	requireDelta(t, s, "list limit 1", map[objstore.Op]int64{objstore.OpList: 1}, 0, 0, func() {
+	requireDelta(t, s, "list limit 1", map[store.Op]int64{store.OpList: 1}, 0, 0, func() {
 		if objs, err := s.List(ctx, "c/", 1); err != nil || len(objs) != 1 || objs[0].Key != "c/a" {
 			t.Fatalf("list c/ limit 1 = %v, %v", objs, err)
 		}
 	})
-	requireDelta(t, s, "list all", map[objstore.Op]int64{objstore.OpList: 1}, 0, 0, func() {
+	requireDelta(t, s, "list all", map[store.Op]int64{store.OpList: 1}, 0, 0, func() {
 		if objs, err := s.List(ctx, "c/", 0); err != nil || len(objs) != 3 {
 			t.Fatalf("list c/ = %v, %v", objs, err)
 		}
 	})
-	requireDelta(t, s, "get of a missing key", map[objstore.Op]int64{objstore.OpGet: 1}, 0, 0, func() {
-		if _, err := s.Get(ctx, "c/missing"); !errors.Is(err, objstore.ErrNotFound) {
+	requireDelta(t, s, "get of a missing key", map[store.Op]int64{store.OpGet: 1}, 0, 0, func() {
+		if _, err := s.Get(ctx, "c/missing"); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("get missing: %v", err)
 		}
 	})
-	requireDelta(t, s, "winning put-if-absent", map[objstore.Op]int64{objstore.OpPutIfAbsent: 1}, 0, 10, func() {
+	requireDelta(t, s, "winning put-if-absent", map[store.Op]int64{store.OpPutIfAbsent: 1}, 0, 10, func() {
 		if err := s.PutIfAbsent(ctx, "c/p", data); err != nil {
 			t.Fatal(err)
 		}
 	})
-	requireDelta(t, s, "put-if-absent lost to a different size", map[objstore.Op]int64{objstore.OpPutIfAbsent: 1, objstore.OpHead: 1}, 0, 0, func() {
-		if err := s.PutIfAbsent(ctx, "c/p", []byte("other")); !errors.Is(err, objstore.ErrPreconditionFailed) {
+	requireDelta(t, s, "put-if-absent lost to a different size", map[store.Op]int64{store.OpPutIfAbsent: 1, store.OpHead: 1}, 0, 0, func() {
+		if err := s.PutIfAbsent(ctx, "c/p", []byte("other")); !errors.Is(err, store.ErrPreconditionFailed) {
 			t.Fatalf("lost put-if-absent: %v", err)
 		}
 	})
-	requireDelta(t, s, "delete", map[objstore.Op]int64{objstore.OpDelete: 1}, 0, 0, func() {
+	requireDelta(t, s, "delete", map[store.Op]int64{store.OpDelete: 1}, 0, 0, func() {
 		if err := s.Delete(ctx, "c/p"); err != nil {
 			t.Fatal(err)
 		}

@@ -13,7 +13,7 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 )
 
 // S3Bucket is the bucket every S3Server creates.
@@ -22,12 +22,12 @@ const S3Bucket = "bkt"
 // S3Options configure an S3Server.
 type S3Options struct {
 	// IgnorePreconditions strips If-None-Match (and If-Match) from every request before
-	// the fake sees it: a store that silently ignores preconditions, which objstore.Open
+	// the fake sees it: a store that silently ignores preconditions, which store.Open
 	// must refuse with ErrPreconditionsIgnored.
 	IgnorePreconditions bool
 	// NoMultipartGuard leaves gofakes3's own behaviour on CompleteMultipartUpload: it
 	// ignores If-None-Match there, so a large conditional object silently overwrites.
-	// Only for showing that gap; objstore.Open's small probe cannot detect it.
+	// Only for showing that gap; store.Open's small probe cannot detect it.
 	NoMultipartGuard bool
 }
 
@@ -51,11 +51,11 @@ type S3Options struct {
 // exists, else lets gofakes3 complete the upload under the lock. The guard only acts on
 // the header, so a test that gets 412 for a ≥16 MiB object proves the client sent it;
 // ConditionalCompletes counts the guarded completions so such a test can also prove the
-// multipart path was taken. objstore itself does nothing special for large objects.
+// multipart path was taken. Package store itself does nothing special for large objects.
 type S3Server struct {
 	// URL is the server's base URL (http://127.0.0.1:port).
 	URL string
-	// StoreURL opens the bucket with objstore.Open: s3://bkt?endpoint=…&use_path_style=true
+	// StoreURL opens the bucket with store.Open: s3://bkt?endpoint=…&use_path_style=true
 	// &region=us-east-1&anonymous=true&request_checksum_calculation=when_required. The
 	// anonymous parameter avoids any AWS_* environment (gofakes3 does not check
 	// signatures), so tests that use it may run in parallel.
@@ -108,10 +108,10 @@ func NewS3Server(t testing.TB, opts S3Options) *S3Server {
 	return s
 }
 
-// Open opens the bucket through objstore.Open(StoreURL) and closes it at cleanup.
-func (s *S3Server) Open(t testing.TB, opts objstore.Options) objstore.Store {
+// Open opens the bucket through store.Open(StoreURL) and closes it at cleanup.
+func (s *S3Server) Open(t testing.TB, opts store.Options) store.Store {
 	t.Helper()
-	st, err := objstore.Open(context.Background(), s.StoreURL, opts)
+	st, err := store.Open(context.Background(), s.StoreURL, opts)
 	if err != nil {
 		t.Fatalf("storetest: open %s: %v", s.StoreURL, err)
 	}

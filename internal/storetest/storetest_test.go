@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 )
 
 // Every factory gives a fresh, isolated store of its kind.
@@ -32,7 +32,7 @@ func TestKindsAreFreshAndIsolated(t *testing.T) {
 		if objs, err := s.List(ctx, "", 0); err != nil || len(objs) != 1 {
 			t.Fatalf("%s: a fresh store lists %v, %v; want only k", name, objs, err)
 		}
-		if _, err := b[name].Get(ctx, "k"); !errors.Is(err, objstore.ErrNotFound) {
+		if _, err := b[name].Get(ctx, "k"); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("%s: a second store sees the first one's object (%v)", name, err)
 		}
 	}
@@ -45,7 +45,7 @@ func TestLocalAtSharesADirectory(t *testing.T) {
 	if err := a.PutIfAbsent(ctx, "k", []byte("a")); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.PutIfAbsent(ctx, "k", []byte("b")); !errors.Is(err, objstore.ErrPreconditionFailed) {
+	if err := b.PutIfAbsent(ctx, "k", []byte("b")); !errors.Is(err, store.ErrPreconditionFailed) {
 		t.Fatalf("second handle's put-if-absent: %v", err)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shale-db/shale/internal/coord"
+	"github.com/shale-db/shale/coord"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )

@@ -1,4 +1,4 @@
-package objstore_test
+package store_test
 
 import (
 	"bytes"
@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shale-db/shale/internal/objstore"
 	"github.com/shale-db/shale/internal/storetest"
+	"github.com/shale-db/shale/store"
 )
 
 func testCtx(t *testing.T) context.Context {
@@ -19,7 +19,7 @@ func testCtx(t *testing.T) context.Context {
 }
 
 // requireOps fails unless the requests since before are exactly want.
-func requireOps(t *testing.T, s objstore.Store, before objstore.Requests, want map[objstore.Op]int64) {
+func requireOps(t *testing.T, s store.Store, before store.Requests, want map[store.Op]int64) {
 	t.Helper()
 	d := s.Counters().Snapshot().Sub(before)
 	ok := len(d.ByOp) == len(want)
@@ -48,7 +48,7 @@ func TestS3LargeConditionalObjectIsMultipartAndGuarded(t *testing.T) {
 		t.Fatalf("after the first large put-if-absent: %d conditional completes, %d refused; want 1, 0", c, r)
 	}
 	err := s.PutIfAbsent(ctx, "big", b)
-	storetest.RequireClass(t, err, objstore.ErrPreconditionFailed, s, "big")
+	storetest.RequireClass(t, err, store.ErrPreconditionFailed, s, "big")
 	if c, r := srv.ConditionalCompletes(), srv.RefusedCompletes(); c != 2 || r != 1 {
 		t.Fatalf("after the losing large put-if-absent: %d conditional completes, %d refused; want 2, 1", c, r)
 	}
@@ -107,7 +107,7 @@ func TestS3TransientErrorsAreRetried(t *testing.T) {
 		if objs, err := s.List(ctx, "", 1); err != nil || len(objs) != 1 {
 			t.Fatalf("%d: list = %v, %v", status, objs, err)
 		}
-		requireOps(t, s, before, map[objstore.Op]int64{objstore.OpPut: 4, objstore.OpGet: 3, objstore.OpList: 2})
+		requireOps(t, s, before, map[store.Op]int64{store.OpPut: 4, store.OpGet: 3, store.OpList: 2})
 		if put.Hits() != 3 || get.Hits() != 2 || list.Hits() != 1 {
 			t.Fatalf("%d: fault hits put %d get %d list %d", status, put.Hits(), get.Hits(), list.Hits())
 		}
@@ -118,12 +118,12 @@ func TestS3TransientErrorsExhaustRetries(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	srv := storetest.NewS3Server(t, storetest.S3Options{})
-	s := srv.Open(t, objstore.Options{Retries: 3, BaseBackoff: time.Millisecond})
+	s := srv.Open(t, store.Options{Retries: 3, BaseBackoff: time.Millisecond})
 	srv.Faults.Add(storetest.Fault{Match: storetest.OnS3(storetest.S3GetObject), Status: http.StatusServiceUnavailable})
 	before := s.Counters().Snapshot()
 	_, err := s.Get(ctx, "k")
-	storetest.RequireClass(t, err, objstore.ErrTransient, s, "k")
-	requireOps(t, s, before, map[objstore.Op]int64{objstore.OpGet: 4})
+	storetest.RequireClass(t, err, store.ErrTransient, s, "k")
+	requireOps(t, s, before, map[store.Op]int64{store.OpGet: 4})
 }
 
 func TestS3PermanentErrorsAreNotRetried(t *testing.T) {
@@ -135,10 +135,10 @@ func TestS3PermanentErrorsAreNotRetried(t *testing.T) {
 	srv.Faults.Add(storetest.Fault{Match: storetest.OnS3(storetest.S3PutObject), Status: http.StatusBadRequest})
 	before := s.Counters().Snapshot()
 	_, err := s.Get(ctx, "k")
-	storetest.RequireClass(t, err, objstore.ErrPermanent, s, "k")
+	storetest.RequireClass(t, err, store.ErrPermanent, s, "k")
 	err = s.Put(ctx, "k", []byte("v"))
-	storetest.RequireClass(t, err, objstore.ErrPermanent, s, "k")
-	requireOps(t, s, before, map[objstore.Op]int64{objstore.OpGet: 1, objstore.OpPut: 1})
+	storetest.RequireClass(t, err, store.ErrPermanent, s, "k")
+	requireOps(t, s, before, map[store.Op]int64{store.OpGet: 1, store.OpPut: 1})
 }
 
 // The response to a put-if-absent that landed is lost; the retry finds the key taken and
@@ -157,10 +157,10 @@ func TestS3DroppedResponseAfterLandedPutIfAbsent(t *testing.T) {
 		t.Fatalf("drop fault hit %d times", drop.Hits())
 	}
 	// attempt 1 landed (response dropped), attempt 2 got 412, then head + get decided.
-	requireOps(t, s, before, map[objstore.Op]int64{objstore.OpPutIfAbsent: 2, objstore.OpHead: 1, objstore.OpGet: 1})
+	requireOps(t, s, before, map[store.Op]int64{store.OpPutIfAbsent: 2, store.OpHead: 1, store.OpGet: 1})
 	// A competitor with other bytes still loses.
 	err := s.PutIfAbsent(ctx, "commit", []byte("them"))
-	storetest.RequireClass(t, err, objstore.ErrPreconditionFailed, s, "commit")
+	storetest.RequireClass(t, err, store.ErrPreconditionFailed, s, "commit")
 }
 
 // The same with a competitor: our dropped attempt did not land because the key was
@@ -175,7 +175,7 @@ func TestS3DroppedResponseOnLosingPutIfAbsent(t *testing.T) {
 	}
 	srv.Faults.Add(storetest.Fault{Match: storetest.OnS3(storetest.S3PutObject), Times: 1, Drop: true})
 	err := s.PutIfAbsent(ctx, "commit", []byte("ours"))
-	storetest.RequireClass(t, err, objstore.ErrPreconditionFailed, s, "commit")
+	storetest.RequireClass(t, err, store.ErrPreconditionFailed, s, "commit")
 }
 
 // A landed write whose response is lost, then 503s until the retries run out: the final
@@ -191,7 +191,7 @@ func TestS3DroppedThenUnavailableDecidedByReadBack(t *testing.T) {
 	if err := s.PutIfAbsent(ctx, "commit", []byte("ours")); err != nil {
 		t.Fatalf("put-if-absent: %v", err)
 	}
-	requireOps(t, s, before, map[objstore.Op]int64{objstore.OpPutIfAbsent: 6, objstore.OpHead: 1, objstore.OpGet: 1})
+	requireOps(t, s, before, map[store.Op]int64{store.OpPutIfAbsent: 6, store.OpHead: 1, store.OpGet: 1})
 }
 
 // When neither the write nor the read-back can get an answer, the outcome is unknown.
@@ -199,14 +199,14 @@ func TestS3OutcomeUnknown(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	srv := storetest.NewS3Server(t, storetest.S3Options{})
-	s := srv.Open(t, objstore.Options{Retries: 2, BaseBackoff: time.Millisecond})
+	s := srv.Open(t, store.Options{Retries: 2, BaseBackoff: time.Millisecond})
 	srv.Faults.Add(storetest.Fault{Match: storetest.OnS3(storetest.S3PutObject), Drop: true})
 	srv.Faults.Add(storetest.Fault{Match: storetest.OnS3(storetest.S3HeadObject, storetest.S3GetObject), Status: http.StatusServiceUnavailable})
 	err := s.PutIfAbsent(ctx, "commit", []byte("ours"))
-	storetest.RequireClass(t, err, objstore.ErrOutcomeUnknown, s, "commit")
+	storetest.RequireClass(t, err, store.ErrOutcomeUnknown, s, "commit")
 	// An unconditional put whose responses are all lost is of unknown outcome too.
 	err = s.Put(ctx, "plain", []byte("x"))
-	storetest.RequireClass(t, err, objstore.ErrOutcomeUnknown, s, "plain")
+	storetest.RequireClass(t, err, store.ErrOutcomeUnknown, s, "plain")
 
 	// The caller's deadline ends while the write is in flight.
 	srv.Faults.Clear()
@@ -214,7 +214,7 @@ func TestS3OutcomeUnknown(t *testing.T) {
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	err = s.PutIfAbsent(short, "slow", []byte("x"))
-	storetest.RequireClass(t, err, objstore.ErrOutcomeUnknown, s, "slow")
+	storetest.RequireClass(t, err, store.ErrOutcomeUnknown, s, "slow")
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("error %v does not wrap context.DeadlineExceeded", err)
 	}
@@ -225,7 +225,7 @@ func TestS3AttemptTimeoutRetries(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	srv := storetest.NewS3Server(t, storetest.S3Options{})
-	s := srv.Open(t, objstore.Options{AttemptTimeout: 200 * time.Millisecond, BaseBackoff: time.Millisecond})
+	s := srv.Open(t, store.Options{AttemptTimeout: 200 * time.Millisecond, BaseBackoff: time.Millisecond})
 	if err := s.Put(ctx, "k", []byte("v")); err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestS3AttemptTimeoutRetries(t *testing.T) {
 	if el := time.Since(start); el > 5*time.Second {
 		t.Fatalf("get took %v: the slow attempt was not abandoned", el)
 	}
-	requireOps(t, s, before, map[objstore.Op]int64{objstore.OpGet: 2})
+	requireOps(t, s, before, map[store.Op]int64{store.OpGet: 2})
 	if slow.Hits() != 1 {
 		t.Fatalf("delay fault hit %d times", slow.Hits())
 	}
@@ -249,16 +249,16 @@ func TestOpenRefusesStoreThatIgnoresPreconditions(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	srv := storetest.NewS3Server(t, storetest.S3Options{IgnorePreconditions: true})
-	s, err := objstore.Open(ctx, srv.StoreURL, storetest.FastOptions)
-	if !errors.Is(err, objstore.ErrPreconditionsIgnored) || s != nil {
+	s, err := store.Open(ctx, srv.StoreURL, storetest.FastOptions)
+	if !errors.Is(err, store.ErrPreconditionsIgnored) || s != nil {
 		t.Fatalf("Open = %v, %v; want ErrPreconditionsIgnored", s, err)
 	}
-	var e *objstore.Error
+	var e *store.Error
 	if !errors.As(err, &e) || e.Store == "" || e.Key == "" {
 		t.Fatalf("error %v does not name the store and the probe key", err)
 	}
 	// Read-only use does not need preconditions.
-	ro, err := objstore.Open(ctx, srv.StoreURL, objstore.Options{ReadOnly: true})
+	ro, err := store.Open(ctx, srv.StoreURL, store.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatalf("read-only open: %v", err)
 	}
@@ -271,18 +271,18 @@ func TestOpenProbeLargeCatchesMultipartGap(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	gap := storetest.NewS3Server(t, storetest.S3Options{NoMultipartGuard: true})
-	s, err := objstore.Open(ctx, gap.StoreURL, storetest.FastOptions)
+	s, err := store.Open(ctx, gap.StoreURL, storetest.FastOptions)
 	if err != nil {
 		t.Fatalf("small probe refused the store: %v", err)
 	}
 	s.Close()
 	opts := storetest.FastOptions
 	opts.ProbeLarge = true
-	if s, err := objstore.Open(ctx, gap.StoreURL, opts); !errors.Is(err, objstore.ErrPreconditionsIgnored) {
+	if s, err := store.Open(ctx, gap.StoreURL, opts); !errors.Is(err, store.ErrPreconditionsIgnored) {
 		t.Fatalf("large probe over the multipart gap: %v, %v; want ErrPreconditionsIgnored", s, err)
 	}
 	guarded := storetest.NewS3Server(t, storetest.S3Options{})
-	s, err = objstore.Open(ctx, guarded.StoreURL, opts)
+	s, err = store.Open(ctx, guarded.StoreURL, opts)
 	if err != nil {
 		t.Fatalf("large probe refused a store that keeps preconditions: %v", err)
 	}

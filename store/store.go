@@ -26,7 +26,7 @@
 //     turned off, so every attempt is visible, counted and classified here.
 //   - Every request attempt is counted under its Op. A fresh store's counters are zero
 //     (Open's precondition probe is not counted).
-package objstore
+package store
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package objstore_test
+package store_test
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package objstore_test
+package store_test
 
 import (
 	"bufio"
@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shale-db/shale/internal/objstore"
+	"github.com/shale-db/shale/store"
 )
 
 // Environment of a child process of TestLocalPutIfAbsentAcrossProcesses.
@@ -108,7 +108,7 @@ func TestLocalPutIfAbsentAcrossProcesses(t *testing.T) {
 	if contended < keys/10 {
 		t.Fatalf("only %d of %d keys were contended: the processes did not race", contended, keys)
 	}
-	s, err := objstore.Open(ctx, "file://"+root, objstore.Options{ReadOnly: true})
+	s, err := store.Open(ctx, "file://"+root, store.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestLocalPutIfAbsentChild(t *testing.T) {
 	keys, _ := strconv.Atoi(os.Getenv(envKeys))
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
-	s, err := objstore.Open(ctx, "file://"+os.Getenv(envRoot), objstore.Options{})
+	s, err := store.Open(ctx, "file://"+os.Getenv(envRoot), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestLocalPutIfAbsentChild(t *testing.T) {
 		switch {
 		case err == nil:
 			fmt.Printf("WON %s\n", raceKey(k))
-		case !errors.Is(err, objstore.ErrPreconditionFailed):
+		case !errors.Is(err, store.ErrPreconditionFailed):
 			t.Fatalf("put-if-absent %s: %v", raceKey(k), err)
 		}
 	}
