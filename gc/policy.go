@@ -196,7 +196,7 @@ func Classify(table string, key string, mod time.Time, r *Refs) Class {
 		// than the grace period (a commit rewrites its record on every attempt, so an
 		// old one above HEAD belongs to a writer that died before its manifest put).
 		return Garbage
-	case strings.HasPrefix(rest, "data/"), strings.HasPrefix(rest, "_deletions/"):
+	case strings.HasPrefix(rest, "data/"), strings.HasPrefix(rest, "_deletions/"), strings.HasPrefix(rest, "_indices/"):
 		switch {
 		case r.Files[key]:
 			return Referenced

@@ -106,3 +106,13 @@ func unframe(magic [4]byte, b []byte, v any) error {
 	}
 	return nil
 }
+
+// Frame encodes v (CBOR, core deterministic) inside the frame every metadata object of a
+// table uses (magic | format | length | body | CRC32C), for objects other packages own
+// (index lookups, zone maps). magic names the object kind and must differ from every
+// other kind's.
+func Frame(magic [4]byte, v any) ([]byte, error) { return frame(magic, v) }
+
+// Unframe checks a frame written by Frame and decodes its body into v. Errors wrap
+// ErrCorrupt or ErrFormatTooNew; the caller adds the object's key.
+func Unframe(magic [4]byte, b []byte, v any) error { return unframe(magic, b, v) }

@@ -56,6 +56,10 @@ func DataDir(table string) string { return table + "/data" }
 // DeletionsDir is the prefix holding a table's deletion vectors.
 func DeletionsDir(table string) string { return table + "/_deletions" }
 
+// IndicesDir is the prefix holding a table's index objects: <table>/_indices, each index
+// under <txn-id>/<index-uuid>/.
+func IndicesDir(table string) string { return table + "/_indices" }
+
 // ManifestKey is the object key of version v's manifest. Names sort so that higher
 // versions come first: <inv> is MaxUint64-v as 20 zero-padded digits.
 func ManifestKey(table string, v uint64) string {
@@ -100,16 +104,16 @@ func NewDeletionKey(table, txnID string, frag uint32) string {
 }
 
 // KeyTxn returns the transaction that wrote an object of table, from its key: data files
-// under <table>/data/<id>/, deletion vectors under <table>/_deletions/<id>/, and
-// transaction records <table>/_txn/<N>-<id>.txn. ok is false for other keys, including
-// data files and deletion vectors of the flat layout earlier builds wrote
-// (<table>/data/<uuid>.arrow, <table>/_deletions/<frag>-<v>-<rand>.dv).
+// under <table>/data/<id>/, deletion vectors under <table>/_deletions/<id>/, index objects
+// under <table>/_indices/<id>/, and transaction records <table>/_txn/<N>-<id>.txn. ok is
+// false for other keys, including data files and deletion vectors of the flat layout
+// earlier builds wrote (<table>/data/<uuid>.arrow, <table>/_deletions/<frag>-<v>-<rand>.dv).
 func KeyTxn(table, key string) (id string, ok bool) {
 	rest, found := strings.CutPrefix(key, table+"/")
 	if !found {
 		return "", false
 	}
-	for _, dir := range []string{"data/", "_deletions/"} {
+	for _, dir := range []string{"data/", "_deletions/", "_indices/"} {
 		if r, found := strings.CutPrefix(rest, dir); found {
 			id, _, found := strings.Cut(r, "/")
 			return id, found && validTxnID(id)
