@@ -308,3 +308,9 @@ func finalizeAll(raw []ColumnStats) []ColumnStats {
 	}
 	return out
 }
+
+// StatsOf returns the statistics of arr as a data file records them for a column with
+// field id fieldID (string and binary bounds cut to MaxStatBytes): what zone maps store.
+func StatsOf(fieldID int32, arr arrow.Array) ColumnStats {
+	return finalizeStats(columnStats(fieldID, arr))
+}
