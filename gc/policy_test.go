@@ -119,7 +119,7 @@ func TestClassify(t *testing.T) {
 		{"t/_versions/" + "18446744073709551610.manifest", old, ManifestObj},
 		{"t/_versions/junk", old, Unknown},
 		{"t/_indices/ix/part", old, Referenced},
-		{"t/_indices/other", old, Unknown},
+		{"t/_indices/other", old, Garbage}, // index objects no retained version references (fenced first when their transaction did not commit)
 		{"u/data/b.arrow", old, Unknown},
 	}
 	for _, c := range cases {

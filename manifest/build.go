@@ -92,19 +92,22 @@ func Build(table string, parent *Manifest, txn Transaction) (*Manifest, error) {
 			delete(m.Config, k)
 		}
 	case OpRewrite:
-		err = m.applyRewrite(op.Groups)
+		if err = m.applyRewrite(op.Groups); err == nil {
+			// Segments built in the same commit for the new fragments (zone maps).
+			err = m.addIndexes(op.NewIndexes)
+		}
 	case OpCreateIndex:
+		// Index metadata changes: drop indexes by name, drop segments by uuid (a merge of
+		// deltas), add segments (a full build after dropping its name, or a delta
+		// covering fragments no segment of the name covers).
 		for _, name := range op.RemovedIndexes {
 			m.Indexes = slices.DeleteFunc(m.Indexes, func(ix Index) bool { return ix.Name == name })
 		}
-		for _, ix := range op.NewIndexes {
-			for _, id := range ix.FieldIDs {
-				if !slices.Contains(m.Schema.FieldIDs, id) {
-					return nil, fmt.Errorf("index %q: field id %d is not in the schema", ix.Name, id)
-				}
-			}
-			m.Indexes = slices.DeleteFunc(m.Indexes, func(old Index) bool { return old.Name == ix.Name })
-			m.Indexes = append(m.Indexes, ix)
+		if len(op.IndexReplaces) > 0 {
+			m.Indexes = slices.DeleteFunc(m.Indexes, func(ix Index) bool { return slices.Contains(op.IndexReplaces, ix.UUID) })
+		}
+		if err = m.addIndexes(op.NewIndexes); err != nil {
+			return nil, err
 		}
 	case OpMergeWAL:
 		w := op.WAL
@@ -136,6 +139,7 @@ func Build(table string, parent *Manifest, txn Transaction) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.pruneIndexCoverage()
 	if k := txn.IdempotencyKey; k != "" {
 		if len(k) > MaxIdempotencyKeyLen {
 			return nil, fmt.Errorf("idempotency key of %d bytes, at most %d", len(k), MaxIdempotencyKeyLen)
@@ -251,5 +255,49 @@ func (m *Manifest) appendFragments(fs []Fragment) {
 		f.ID = m.NextFragmentID
 		m.NextFragmentID++
 		m.Fragments = append(m.Fragments, f)
+	}
+}
+
+// addIndexes appends index segments, each on fields of the schema and covering only
+// existing fragments none of the same name's segments covers.
+func (m *Manifest) addIndexes(segs []Index) error {
+	for _, ix := range segs {
+		for _, id := range ix.FieldIDs {
+			if !slices.Contains(m.Schema.FieldIDs, id) {
+				return fmt.Errorf("index %q: field id %d is not in the schema", ix.Name, id)
+			}
+		}
+		for _, other := range m.Indexes {
+			if other.Name != ix.Name {
+				continue
+			}
+			if other.Kind != ix.Kind || !slices.Equal(other.FieldIDs, ix.FieldIDs) {
+				return fmt.Errorf("index %q: a segment of kind %s on fields %v joins one of kind %s on fields %v", ix.Name, ix.Kind, ix.FieldIDs, other.Kind, other.FieldIDs)
+			}
+			if shared := intersect(other.Fragments, ix.Fragments); len(shared) > 0 {
+				return fmt.Errorf("index %q: segments %s and %s both cover fragments %v", ix.Name, other.UUID, ix.UUID, shared)
+			}
+		}
+		m.Indexes = append(m.Indexes, ix)
+	}
+	return nil
+}
+
+// pruneIndexCoverage drops fragments that no longer exist from every index's coverage (a
+// fragment removed by a delete, rewritten by compaction, replaced by an overwrite), so a
+// fragment id in an index always names a fragment of this version.
+func (m *Manifest) pruneIndexCoverage() {
+	if len(m.Indexes) == 0 {
+		return
+	}
+	live := make(map[uint32]bool, len(m.Fragments))
+	for _, f := range m.Fragments {
+		live[f.ID] = true
+	}
+	for i := range m.Indexes {
+		ix := &m.Indexes[i]
+		if slices.ContainsFunc(ix.Fragments, func(id uint32) bool { return !live[id] }) {
+			ix.Fragments = slices.DeleteFunc(slices.Clone(ix.Fragments), func(id uint32) bool { return !live[id] })
+		}
 	}
 }

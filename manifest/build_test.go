@@ -35,14 +35,34 @@ func TestBuildMaintenanceAndMetadataOps(t *testing.T) {
 	if _, err := commitOp(t, rw, Operation{Kind: OpRewrite, Groups: []RewriteGroup{{Old: []uint32{1}}}}); err == nil {
 		t.Fatal("rewrite of a fragment that is gone applied")
 	}
-	// CreateIndex: same name replaces; indexes on dropped fields go with them.
-	ix, err := commitOp(t, rw, Operation{Kind: OpCreateIndex, NewIndexes: []Index{{Name: "a_idx", FieldIDs: []int32{0}, Fragments: []uint32{0}}}})
+	// CreateIndex: dropping the name and adding a segment replaces it; a delta segment
+	// adds coverage; segments of one name never overlap; indexes on dropped fields go
+	// with them.
+	ix, err := commitOp(t, rw, Operation{Kind: OpCreateIndex, NewIndexes: []Index{{Name: "a_idx", UUID: "u1", FieldIDs: []int32{0}, Fragments: []uint32{0}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ix, err = commitOp(t, ix, Operation{Kind: OpCreateIndex, NewIndexes: []Index{{Name: "a_idx", FieldIDs: []int32{0}, Fragments: []uint32{0, 4}}, {Name: "b_idx", FieldIDs: []int32{1}}}})
+	if _, err := commitOp(t, ix, Operation{Kind: OpCreateIndex, NewIndexes: []Index{{Name: "a_idx", UUID: "u2", FieldIDs: []int32{0}, Fragments: []uint32{0, 4}}}}); err == nil {
+		t.Fatal("a segment overlapping another of its name applied")
+	}
+	ix, err = commitOp(t, ix, Operation{Kind: OpCreateIndex, RemovedIndexes: []string{"a_idx"},
+		NewIndexes: []Index{{Name: "a_idx", UUID: "u3", FieldIDs: []int32{0}, Fragments: []uint32{0, 4}}, {Name: "b_idx", UUID: "u4", FieldIDs: []int32{1}}}})
 	if err != nil || len(ix.Indexes) != 2 || fmt.Sprint(ix.Indexes[0].Fragments) != "[0 4]" {
 		t.Fatalf("replace index: %+v %v", ix.Indexes, err)
+	}
+	delta, err := commitOp(t, ix, Operation{Kind: OpCreateIndex, NewIndexes: []Index{{Name: "a_idx", UUID: "u5", FieldIDs: []int32{0}, Fragments: []uint32{3}}}})
+	if err != nil || len(delta.Indexes) != 3 {
+		t.Fatalf("delta segment: %+v %v", delta.Indexes, err)
+	}
+	merged, err := commitOp(t, delta, Operation{Kind: OpCreateIndex, IndexReplaces: []string{"u3", "u5"},
+		NewIndexes: []Index{{Name: "a_idx", UUID: "u6", FieldIDs: []int32{0}, Fragments: []uint32{0, 4, 3}}}})
+	if err != nil || len(merged.Indexes) != 2 || merged.Indexes[1].UUID != "u6" {
+		t.Fatalf("merged segments: %+v %v", merged.Indexes, err)
+	}
+	// A rewrite drops the rewritten fragments from every index's coverage.
+	rw2, err := commitOp(t, merged, Operation{Kind: OpRewrite, Groups: []RewriteGroup{{Old: []uint32{0, 4}, New: []Fragment{frag(3)}}}})
+	if err != nil || fmt.Sprint(rw2.Indexes[1].Fragments) != "[3]" {
+		t.Fatalf("coverage after a rewrite: %+v %v", rw2.Indexes, err)
 	}
 	if _, err := commitOp(t, ix, Operation{Kind: OpCreateIndex, NewIndexes: []Index{{Name: "c", FieldIDs: []int32{9}}}}); err == nil {
 		t.Fatal("index on an unknown field applied")

@@ -43,6 +43,11 @@ var (
 	ErrRetryable = errors.New("retryable")
 	// ErrIncompatible: the operation's premise is gone; do not retry blindly.
 	ErrIncompatible = errors.New("incompatible")
+	// ErrStalePreparation: a maintenance output prepared against a read version (an index
+	// build) is invalid at the version it would commit on: a fragment it covers was
+	// removed or rewritten, the schema changed, or an index of the same name changed
+	// meanwhile. Prepare it again. Matched together with ErrRetryable.
+	ErrStalePreparation = errors.New("stale preparation; prepare again")
 	// ErrTxnAborted: an abort version names the transaction. Garbage collection or
 	// recovery commits one before deleting the files of a transaction that had not
 	// committed (invariant 15), so the transaction can never commit and its files may be
@@ -113,6 +118,9 @@ func (e *ConflictError) Error() string {
 // ErrTxnAborted when theirs is an abort naming ours, and ErrTableDropped when theirs is a
 // drop.
 func (e *ConflictError) Unwrap() []error {
+	if e.Resolution == Retryable && e.Ours.Op.Kind == OpCreateIndex {
+		return []error{ErrConflict, ErrRetryable, ErrStalePreparation}
+	}
 	if e.Resolution == Retryable {
 		return []error{ErrConflict, ErrRetryable}
 	}
@@ -258,20 +266,29 @@ func Check(ours, theirs *Transaction) (Resolution, []uint32, string) {
 			return overlap(Retryable, "the fragments we rewrite were rewritten already")
 		case OpSchemaChange:
 			return schemaChanged()
-		case OpCreateIndex:
-			old := oldFragments(ours)
-			if cov := intersect(old, theirs.IndexedFragments()); len(cov) > 0 {
-				return Retryable, cov, "a new index covers fragments we rewrite"
-			}
 		}
+		// A new index covering fragments we rewrite is fine: building our version drops
+		// the rewritten fragments from every index's coverage.
 		return Compatible, nil, ""
 	case OpCreateIndex:
+		// An index prepared at our read version is stale when a fragment it covers was
+		// removed or rewritten, the schema changed, or an index of the same name changed;
+		// appends and deletions of covered rows are fine (appended fragments stay
+		// uncovered; deletion vectors are applied at query time).
 		switch t {
 		case OpSchemaChange:
 			return schemaChanged()
 		case OpRewrite:
 			if cov := intersect(ours.IndexedFragments(), oldFragments(theirs)); len(cov) > 0 {
 				return Retryable, cov, "fragments our index covers were rewritten by compaction"
+			}
+		case OpDelete, OpUpdate:
+			if cov := intersect(ours.IndexedFragments(), theirs.Op.Removed); len(cov) > 0 {
+				return Retryable, cov, "fragments our index covers were removed (every row deleted)"
+			}
+		case OpCreateIndex:
+			if n := sharedNames(ours.IndexNames(), theirs.IndexNames()); len(n) > 0 {
+				return Retryable, nil, fmt.Sprintf("index %v was built or replaced concurrently", n)
 			}
 		}
 		return Compatible, nil, ""
@@ -295,6 +312,17 @@ func oldFragments(t *Transaction) []uint32 {
 		ids = append(ids, g.Old...)
 	}
 	return ids
+}
+
+func sharedNames(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if slices.Contains(b, x) && !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func sharedKeys(a, b *Transaction) []string {

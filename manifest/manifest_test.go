@@ -151,7 +151,7 @@ func txnOf(kind OpKind, frags []uint32, key, shard string) *Transaction {
 	case OpRewrite:
 		op.Groups = []RewriteGroup{{Old: frags}}
 	case OpCreateIndex:
-		op.NewIndexes = []Index{{Name: "ix", Fragments: frags}}
+		op.NewIndexes = []Index{{Name: "ix-" + key, Fragments: frags}}
 	case OpUpdateConfig, OpOverwrite, OpCreate:
 		op.Config = map[string]string{key: "v"}
 	case OpMergeWAL:
@@ -187,8 +187,8 @@ func TestConflictMatrix(t *testing.T) {
 		OpOverwrite:    {T, T, T, T, T, C, T, C, C, C, X, X},
 		OpSchemaChange: {X, C, C, T, X, T, C, T, T, T, X, X},
 		OpUpdateConfig: {T, C, C, C, T, C, T, C, C, C, X, X},
-		OpRewrite:      {X, C, T, T, X, T, C, T, T, C, X, X},
-		OpCreateIndex:  {X, C, C, C, X, T, C, T, C, C, X, X},
+		OpRewrite:      {X, C, T, T, X, T, C, T, C, C, X, X},
+		OpCreateIndex:  {X, C, C, C, X, T, C, T, T, C, X, X},
 		OpMergeWAL:     {X, C, C, C, X, T, C, C, C, T, X, X},
 		OpAbort:        {X, X, X, X, X, X, X, X, X, X, X, X},
 		OpDrop:         {C, C, C, C, C, C, C, C, C, C, X, X},

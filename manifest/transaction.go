@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"slices"
 	"crypto/rand"
 	"fmt"
 	"time"
@@ -81,8 +82,11 @@ const MaxIdempotencyKeyLen = 256
 //	                   UpdatedFields (field ids assigned), Predicate
 //	SchemaChange:      Schema (the new schema), SchemaDelta
 //	UpdateConfig:      Config (upserts), ConfigDeletes
-//	Rewrite:           Groups (old fragment ids → new fragments)
-//	CreateIndex:       NewIndexes (replace indexes of the same name), RemovedIndexes (names)
+//	Rewrite:           Groups (old fragment ids → new fragments); NewIndexes (segments of
+//	                   existing indexes over the new fragments, e.g. zone maps)
+//	CreateIndex:       index metadata: RemovedIndexes (names dropped), IndexReplaces
+//	                   (segment uuids dropped), NewIndexes (segments added, each covering
+//	                   fragments no other segment of its name covers)
 //	MergeWAL:          WAL (shard, generations merged), NewFragments
 //	Abort:             Aborted (transaction ids fenced off)
 //	Drop:              nothing (the version it builds is empty: the drop marker)
@@ -100,6 +104,9 @@ type Operation struct {
 	Groups         []RewriteGroup    `cbor:",omitempty"`
 	NewIndexes     []Index           `cbor:",omitempty"`
 	RemovedIndexes []string          `cbor:",omitempty"`
+	// IndexReplaces are uuids of index segments the operation removes (a merge of a
+	// BTree's delta segments into one).
+	IndexReplaces []string `cbor:",omitempty"`
 	WAL            *WALMerge         `cbor:",omitempty"`
 	Aborted        []string          `cbor:",omitempty"`
 	// Group marks one member of a multi-table transaction: the version counts only if the
@@ -124,16 +131,23 @@ type RewriteGroup struct {
 	New []Fragment `cbor:",omitempty"`
 }
 
-// Index describes a scalar index: which fields it indexes, which fragments it covers (a
-// query scans the fragments it does not cover) and where its files live.
+// Index describes one segment of a scalar index: which fields it indexes, which
+// fragments it covers (a query scans the fragments no segment covers) and where its files
+// live. An index (a name) has one or more segments of the same kind and fields covering
+// disjoint fragments: a full build, plus deltas built over fragments appended since.
 type Index struct {
 	Name      string
 	UUID      string
 	Kind      string // "btree" or "zonemap"
 	FieldIDs  []int32
-	Fragments []uint32 // fragment ids covered
+	Fragments []uint32 // fragment ids covered (fragments removed since are pruned by Build)
 	Version   uint64   // the table version it was built from
-	Files     []string `cbor:",omitempty"`
+	// Files are its objects: a BTree's pages file then its lookup; a zone map's object.
+	Files []string `cbor:",omitempty"`
+	// Rows is the number of rows indexed (deleted rows included: deletion vectors are
+	// applied when a query reads them); Bytes the size of its objects.
+	Rows  int64 `cbor:",omitempty"`
+	Bytes int64 `cbor:",omitempty"`
 }
 
 // GroupRef names the multi-table transaction a version belongs to and its member tables.
@@ -189,6 +203,22 @@ func (t *Transaction) ConfigKeys() []string {
 		keys = append(keys, k)
 	}
 	return append(keys, t.Op.ConfigDeletes...)
+}
+
+// IndexNames lists the names of the indexes the transaction adds segments to or drops.
+func (t *Transaction) IndexNames() []string {
+	var out []string
+	for _, ix := range t.Op.NewIndexes {
+		if !slices.Contains(out, ix.Name) {
+			out = append(out, ix.Name)
+		}
+	}
+	for _, n := range t.Op.RemovedIndexes {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // IndexedFragments lists the fragments covered by the indexes the transaction creates.

@@ -232,3 +232,36 @@ func TestIdempotencyKeyCommitsOnce(t *testing.T) {
 		t.Fatalf("a key no longer remembered: %v", err)
 	}
 }
+
+// TestStaleIndexPreparation: an index prepared at a read version is rejected with
+// ErrStalePreparation when a fragment it covers was removed or rewritten, or an index of
+// the same name was committed meanwhile; appends and deletions of covered rows are fine.
+func TestStaleIndexPreparation(t *testing.T) {
+	ix := func(name string, frags ...uint32) *Transaction {
+		t := NewTransaction(1, Operation{Kind: OpCreateIndex, NewIndexes: []Index{{Name: name, Fragments: frags}}})
+		return &t
+	}
+	for _, tc := range []struct {
+		theirs *Transaction
+		stale  bool
+	}{
+		{&Transaction{ID: "d", Op: Operation{Kind: OpDelete, Deletions: []DeletionUpdate{{FragmentID: 1}}}}, false},
+		{&Transaction{ID: "d", Op: Operation{Kind: OpDelete, Removed: []uint32{1}}}, true},
+		{&Transaction{ID: "u", Op: Operation{Kind: OpUpdate, Removed: []uint32{2}}}, true},
+		{&Transaction{ID: "u", Op: Operation{Kind: OpUpdate, Removed: []uint32{9}}}, false},
+		{&Transaction{ID: "a", Op: Operation{Kind: OpAppend}}, false},
+		{&Transaction{ID: "r", Op: Operation{Kind: OpRewrite, Groups: []RewriteGroup{{Old: []uint32{2, 3}}}}}, true},
+		{ix("same"), true},
+		{ix("other", 1), false},
+	} {
+		ours := ix("same", 1, 2)
+		res, shared, reason := Check(ours, tc.theirs)
+		err := error(nil)
+		if res == Retryable {
+			err = &ConflictError{Resolution: res, Ours: *ours, Theirs: *tc.theirs, Fragments: shared, Reason: reason}
+		}
+		if errors.Is(err, ErrStalePreparation) != tc.stale {
+			t.Errorf("index after %s %+v: %v (%s); stale %v, want %v", tc.theirs.Op.Kind, tc.theirs.Op, res, reason, errors.Is(err, ErrStalePreparation), tc.stale)
+		}
+	}
+}
