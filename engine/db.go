@@ -57,6 +57,13 @@ type Options struct {
 	// that write and the hook runs again before the next one; concurrent first writes
 	// wait for one run. recovery.Hook rolls forward crashed maintenance here.
 	BeforeFirstWrite func(ctx context.Context, s store.Store, cat *catalog.Catalog, table string) error
+	// IndexSidecars, when set, stores a recovery sidecar for every index build before it
+	// writes its first object (recovery.IndexSidecars; the CLI sets it).
+	IndexSidecars IndexSidecars
+	// IndexIdleTimeout cancels an index build that completes no storage read or write for
+	// this long (default DefaultIndexIdleTimeout); IndexCheckInterval is how often that is
+	// checked (default DefaultIndexCheckInterval, at most a quarter of the timeout).
+	IndexIdleTimeout, IndexCheckInterval time.Duration
 	// WriteHoldAfter: a write (Append, Overwrite, Delete, Update) still running after this
 	// long takes a catalog hold so garbage collection cannot delete its not yet committed
 	// files, however short GC's grace period (default DefaultWriteHoldAfter; negative:
@@ -73,6 +80,8 @@ type DB struct {
 	opts    Options
 	// firstWrites gates Options.BeforeFirstWrite per table (see beforeFirstWrite).
 	firstWrites writeGates
+	// indexes caches index lookups and zone maps (immutable objects).
+	indexes indexCache
 }
 
 // Open opens the tables of store s. With opts.Etcd it reads (or creates) the store's id and

@@ -29,6 +29,8 @@ type ScanOptions struct {
 	Filter string
 	// Limit stops after this many rows (0 = no limit).
 	Limit int64
+	// NoIndex scans without the table's indexes (results are the same; for comparison).
+	NoIndex bool
 }
 
 // batchTask is one record batch of one fragment's data file that statistics could not rule
@@ -39,6 +41,9 @@ type batchTask struct {
 	batch    int
 	rowStart int64
 	rows     int64
+	// sel, when set, holds the fragment row offsets an index allows (candidates; the
+	// filter is still evaluated on them); rows outside it are not returned.
+	sel *roaring.Bitmap
 }
 
 // scanPlan is a pruned list of batches plus what to read from each.
@@ -50,6 +55,8 @@ type scanPlan struct {
 	out      *arrow.Schema
 	tasks    []batchTask
 	pruned   ScanStats
+	// indexUses says how the planner used each index it considered.
+	indexUses []IndexUse
 }
 
 // ScanStats count what a scan's statistics pruning skipped.
@@ -58,7 +65,7 @@ type ScanStats struct {
 	Batches, BatchesPruned     int
 }
 
-func (t *Table) plan(opts ScanOptions) (*scanPlan, error) {
+func (t *Table) plan(ctx context.Context, opts ScanOptions) (*scanPlan, error) {
 	schema := t.Schema()
 	p := &scanPlan{t: t}
 	if opts.Filter != "" {
@@ -122,6 +129,11 @@ func (t *Table) plan(opts ScanOptions) (*scanPlan, error) {
 				p.tasks = append(p.tasks, batchTask{frag: f, fileIdx: 0, batch: bi, rowStart: start, rows: b.Rows})
 			}
 			start += b.Rows
+		}
+	}
+	if !opts.NoIndex {
+		if err := p.useIndexes(ctx); err != nil {
+			return nil, err
 		}
 	}
 	return p, nil
@@ -305,6 +317,17 @@ func (p *scanPlan) readBatch(ctx context.Context, st *scanState, task batchTask)
 	if fs.dv != nil && !fs.dv.IsEmpty() {
 		mask = deletionMask(t.db.opts.Allocator, fs.dv, task.rowStart, task.rows)
 	}
+	if task.sel != nil {
+		sm := selectionMask(t.db.opts.Allocator, task.sel, task.rowStart, task.rows)
+		if mask == nil {
+			mask = sm
+		} else {
+			both := andMasks(t.db.opts.Allocator, mask, sm)
+			mask.Release()
+			sm.Release()
+			mask = both
+		}
+	}
 	if p.expr != nil {
 		fm, err := p.expr.Evaluate(ctx, named)
 		if err != nil {
@@ -324,6 +347,17 @@ func (p *scanPlan) readBatch(ctx context.Context, st *scanState, task batchTask)
 		}
 	}
 	return named, mask, nil
+}
+
+// selectionMask is true at the rows of [start, start+n) in sel.
+func selectionMask(mem memory.Allocator, sel *roaring.Bitmap, start, n int64) *array.Boolean {
+	b := array.NewBooleanBuilder(mem)
+	defer b.Release()
+	b.Reserve(int(n))
+	for i := int64(0); i < n; i++ {
+		b.UnsafeAppend(sel.Contains(uint32(start + i)))
+	}
+	return b.NewBooleanArray()
 }
 
 func deletionMask(mem memory.Allocator, dv *roaring.Bitmap, start, n int64) *array.Boolean {
@@ -378,7 +412,7 @@ type scanResult struct {
 
 // Scan returns the rows of this handle's version selected by opts.
 func (t *Table) Scan(ctx context.Context, opts ScanOptions) (*Scanner, error) {
-	p, err := t.plan(opts)
+	p, err := t.plan(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -532,7 +566,7 @@ func (t *Table) Count(ctx context.Context, where string) (int64, error) {
 	if where == "" {
 		return t.m.LiveRows(), nil
 	}
-	p, err := t.plan(ScanOptions{Filter: where, Columns: []string{}})
+	p, err := t.plan(ctx, ScanOptions{Filter: where, Columns: []string{}})
 	if err != nil {
 		return 0, err
 	}

@@ -147,7 +147,7 @@ func (t *Table) planUpdate(ctx context.Context, set map[string]string, where, tx
 	if err != nil {
 		return manifest.Operation{}, 0, err
 	}
-	p, err := t.plan(ScanOptions{Filter: where})
+	p, err := t.plan(ctx, ScanOptions{Filter: where})
 	if err != nil {
 		return manifest.Operation{}, 0, err
 	}

@@ -291,7 +291,7 @@ func (t *Table) Delete(ctx context.Context, where string, opts ...WriteOption) (
 // vectors, as objects of transaction txnID. It returns the Delete operation and the
 // number of newly deleted rows.
 func (t *Table) planDelete(ctx context.Context, where, txnID string) (manifest.Operation, int64, error) {
-	p, err := t.plan(ScanOptions{Filter: where, Columns: []string{}})
+	p, err := t.plan(ctx, ScanOptions{Filter: where, Columns: []string{}})
 	if err != nil {
 		return manifest.Operation{}, 0, err
 	}

@@ -142,7 +142,7 @@ type Index struct {
 	FieldIDs  []int32
 	Fragments []uint32 // fragment ids covered (fragments removed since are pruned by Build)
 	Version   uint64   // the table version it was built from
-	// Files are its objects: a BTree's pages file then its lookup; a zone map's object.
+	// Files are its objects: a BTree's lookup then its pages file; a zone map's object.
 	Files []string `cbor:",omitempty"`
 	// Rows is the number of rows indexed (deleted rows included: deletion vectors are
 	// applied when a query reads them); Bytes the size of its objects.

@@ -9,8 +9,8 @@
 // the row addresses whose value satisfies that condition. Deleted rows are not removed
 // here: the scan applies deletion vectors (and the whole predicate) to what it fetches.
 //
-// Objects (under index.Dir): <ulid>.arrow, the pages; lookup.btree, the framed CBOR
-// Lookup. Both are immutable.
+// Objects (under index.Dir): lookup.btree, the framed CBOR Lookup; <ulid>.arrow, the
+// pages (absent for an index of no rows). Both are immutable.
 //
 // Memory: Build sorts in memory, about 24 bytes per row plus the values (3,000,000 int32
 // values: about 90 MB); a Reader keeps the lookup (a few hundred bytes per 4,096 rows).
@@ -66,7 +66,7 @@ type BuildOptions struct {
 
 // Built is what Build stored.
 type Built struct {
-	Files  []string // the pages file and the lookup, keys relative to the store root
+	Files  []string // the lookup, then the pages file (none for no rows), keys relative to the store root
 	Lookup Lookup
 	Bytes  int64
 }
@@ -155,14 +155,19 @@ func Build(ctx context.Context, s store.Store, dir string, field arrow.Field, ch
 	if err != nil {
 		return Built{}, fmt.Errorf("btree: write pages: %w", err)
 	}
-	if len(files) != 1 {
+	var pages fragment.DataFile // an index of no rows has no pages file
+	switch len(files) {
+	case 0:
+	case 1:
+		pages = files[0]
+	default:
 		return Built{}, fmt.Errorf("btree: pages written as %d files, want 1", len(files))
 	}
 	typ, err := manifest.NewSchema(arrow.NewSchema([]arrow.Field{{Name: "value", Type: field.Type, Nullable: true}}, nil), []int32{0})
 	if err != nil {
 		return Built{}, err
 	}
-	lk := Lookup{Type: typ.IPC, PageRows: opts.PageRows, Rows: int64(len(perm)), Pages: files[0]}
+	lk := Lookup{Type: typ.IPC, PageRows: opts.PageRows, Rows: int64(len(perm)), Pages: pages}
 	b, err := manifest.Frame(magicLookup, lk)
 	if err != nil {
 		return Built{}, err
@@ -171,7 +176,11 @@ func Build(ctx context.Context, s store.Store, dir string, field arrow.Field, ch
 	if err := s.PutIfAbsent(ctx, key, b); err != nil {
 		return Built{}, fmt.Errorf("btree: store lookup %s: %w", key, err)
 	}
-	return Built{Files: []string{files[0].Key, key}, Lookup: lk, Bytes: files[0].Size + int64(len(b))}, nil
+	built := Built{Files: []string{key}, Lookup: lk, Bytes: pages.Size + int64(len(b))}
+	if pages.Key != "" {
+		built.Files = append(built.Files, pages.Key)
+	}
+	return built, nil
 }
 
 func pageSchema(t arrow.DataType) *arrow.Schema {
@@ -192,7 +201,7 @@ func ReadLookup(ctx context.Context, s store.Store, key string) (Lookup, error) 
 	if err := manifest.Unframe(magicLookup, b, &lk); err != nil {
 		return Lookup{}, fmt.Errorf("btree lookup %s: %w", key, err)
 	}
-	if lk.PageRows <= 0 || len(lk.Pages.FieldIDs) != 2 {
+	if lk.PageRows <= 0 || (lk.Rows > 0 && len(lk.Pages.FieldIDs) != 2) {
 		return Lookup{}, fmt.Errorf("btree lookup %s: %w: page rows %d, %d page columns", key, manifest.ErrCorrupt, lk.PageRows, len(lk.Pages.FieldIDs))
 	}
 	return lk, nil

@@ -139,7 +139,7 @@ func TestSearchEqualsBruteForce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lk, err := ReadLookup(ctx, s, built.Files[1])
+			lk, err := ReadLookup(ctx, s, built.Files[0])
 			if err != nil {
 				t.Fatal(err)
 			}
