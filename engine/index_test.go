@@ -79,15 +79,23 @@ func ixBatch(rng *rand.Rand, from, to int64) arrow.RecordBatch {
 
 func ixPredicate(rng *rand.Rand) string {
 	atoms := []func() string{
-		func() string { return fmt.Sprintf("id %s %d", pick(rng, "=", "<", ">", "<=", ">=", "!="), rng.IntN(1200)) },
+		func() string {
+			return fmt.Sprintf("id %s %d", pick(rng, "=", "<", ">", "<=", ">=", "!="), rng.IntN(1200))
+		},
 		func() string { return fmt.Sprintf("name %s 'n%02d'", pick(rng, "=", "<", ">=", "!="), rng.IntN(40)) },
-		func() string { return fmt.Sprintf("score %s %g", pick(rng, "<", ">", "=", ">="), float64(rng.IntN(1000))/10) },
+		func() string {
+			return fmt.Sprintf("score %s %g", pick(rng, "<", ">", "=", ">="), float64(rng.IntN(1000))/10)
+		},
 		func() string {
 			d := arrow.Date32(11000 + rng.IntN(25)).ToTime().Format("2006-01-02")
 			return fmt.Sprintf("day %s DATE '%s'", pick(rng, "=", "<", ">="), d)
 		},
-		func() string { return fmt.Sprintf("day BETWEEN DATE '%s' AND DATE '%s'", arrow.Date32(11000+rng.IntN(10)).ToTime().Format("2006-01-02"), arrow.Date32(11010+rng.IntN(10)).ToTime().Format("2006-01-02")) },
-		func() string { return pick(rng, "flag", "NOT flag", "flag IS NULL", "name IS NULL", "score IS NOT NULL") },
+		func() string {
+			return fmt.Sprintf("day BETWEEN DATE '%s' AND DATE '%s'", arrow.Date32(11000+rng.IntN(10)).ToTime().Format("2006-01-02"), arrow.Date32(11010+rng.IntN(10)).ToTime().Format("2006-01-02"))
+		},
+		func() string {
+			return pick(rng, "flag", "NOT flag", "flag IS NULL", "name IS NULL", "score IS NOT NULL")
+		},
 		func() string { return fmt.Sprintf("u IN (%d, %d, %d)", rng.IntN(100), rng.IntN(100), rng.IntN(100)) },
 		func() string { return fmt.Sprintf("small %s %d", pick(rng, "=", "<", ">"), rng.IntN(7)) },
 		func() string {

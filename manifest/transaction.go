@@ -1,9 +1,9 @@
 package manifest
 
 import (
-	"slices"
 	"crypto/rand"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -106,9 +106,9 @@ type Operation struct {
 	RemovedIndexes []string          `cbor:",omitempty"`
 	// IndexReplaces are uuids of index segments the operation removes (a merge of a
 	// BTree's delta segments into one).
-	IndexReplaces []string `cbor:",omitempty"`
-	WAL            *WALMerge         `cbor:",omitempty"`
-	Aborted        []string          `cbor:",omitempty"`
+	IndexReplaces []string  `cbor:",omitempty"`
+	WAL           *WALMerge `cbor:",omitempty"`
+	Aborted       []string  `cbor:",omitempty"`
 	// Group marks one member of a multi-table transaction: the version counts only if the
 	// group commits (see manifest/catalog group keys).
 	Group *GroupRef `cbor:",omitempty"`

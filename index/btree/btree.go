@@ -59,7 +59,7 @@ type Chunk struct {
 
 // BuildOptions tune Build. Zero values take the defaults.
 type BuildOptions struct {
-	PageRows  int              // rows per page (DefaultPageRows)
+	PageRows  int // rows per page (DefaultPageRows)
 	Write     fragment.WriterOptions
 	Allocator memory.Allocator // default memory.DefaultAllocator
 }
