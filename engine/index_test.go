@@ -132,12 +132,12 @@ func sameAnswers(t *testing.T, tbl *Table, rng *rand.Rand, n int, seed uint64) (
 	ctx := context.Background()
 	for q := 0; q < n; q++ {
 		where := ixPredicate(rng)
-		got := scanIDs(t, tbl, ScanOptions{Columns: []string{"id"}, Filter: where})
+		got := scanIDs(t, tbl, ScanOptions{Columns: []string{"id"}, Filter: where, forceIndexes: rng.IntN(2) == 0})
 		want := scanIDs(t, tbl, ScanOptions{Columns: []string{"id"}, Filter: where, NoIndex: true})
 		if !slices.Equal(got, want) {
 			t.Fatalf("seed %d, v%d, WHERE %s: %d rows with indexes, %d without", seed, tbl.Version(), where, len(got), len(want))
 		}
-		plan, err := tbl.Explain(ctx, ScanOptions{Filter: where})
+		plan, err := tbl.Explain(ctx, ScanOptions{Filter: where, forceIndexes: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -196,7 +196,7 @@ func (p *scanPlan) useIndexes(ctx context.Context) error {
 				c.readers = append(c.readers, r)
 				c.candidates += int64(len(r.Pages(col, cond))) * int64(r.Lookup().PageRows)
 			}
-			if float64(c.candidates) > btreeScanFraction*float64(coveredRows) {
+			if !p.force && float64(c.candidates) > btreeScanFraction*float64(coveredRows) {
 				use.Reason = fmt.Sprintf("about %d candidate rows of %d covered: a scan is cheaper", c.candidates, coveredRows)
 				break
 			}
@@ -277,27 +277,52 @@ func (p *scanPlan) useIndexes(ctx context.Context) error {
 		return nil
 	}
 	// Keep only the batches holding candidate rows, restricted to them.
-	tasks := p.tasks[:0:0]
+	var tasks []batchTask
+	byFrag := map[uint32][2]int{} // fragment: tasks before, tasks kept
 	for _, task := range p.tasks {
 		bm, ok := sel[task.frag.ID]
 		if !ok {
 			tasks = append(tasks, task)
 			continue
 		}
+		c := byFrag[task.frag.ID]
+		c[0]++
 		part := roaring.New()
 		part.AddRange(uint64(task.rowStart), uint64(task.rowStart+task.rows))
 		part.And(bm)
-		if part.IsEmpty() {
-			p.pruned.BatchesPruned++
-			continue
+		if !part.IsEmpty() {
+			task.sel = part
+			tasks = append(tasks, task)
+			c[1]++
 		}
-		task.sel = part
-		tasks = append(tasks, task)
+		byFrag[task.frag.ID] = c
 	}
+	// An index pays only when it leaves fewer batches to read than statistics did: a
+	// batch is read whole whatever its candidates, so candidates spread over most of the
+	// batches (a common value in unsorted data, a range statistics already prune) make the
+	// index a cost. Then the plan keeps the statistics' tasks (results are the same).
+	var before, kept int
+	for _, c := range byFrag {
+		before += c[0]
+		kept += c[1]
+	}
+	if !p.force && float64(kept) > indexBatchFraction*float64(before) {
+		for i := range p.indexUses {
+			if p.indexUses[i].Used {
+				p.indexUses[i].Used = false
+				p.indexUses[i].Reason = fmt.Sprintf("its candidates are in %d of the %d batches statistics leave: a scan reads the same", kept, before)
+			}
+		}
+		return nil
+	}
+	p.pruned.BatchesPruned += before - kept
 	p.tasks = tasks
 	return nil
 }
 
+// indexBatchFraction: the indexes' candidate rows are used only when they lie in at most
+// this fraction of the batches statistics pruning leaves.
+const indexBatchFraction = 0.8
 // ScanPlan is what a scan does, as the planner decided it (Table.Explain).
 type ScanPlan struct {
 	// Filter is the WHERE expression as bound ("" for none).

@@ -10,6 +10,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
@@ -31,6 +32,8 @@ type ScanOptions struct {
 	Limit int64
 	// NoIndex scans without the table's indexes (results are the same; for comparison).
 	NoIndex bool
+	// forceIndexes (tests) uses every usable index whatever the cost estimates say.
+	forceIndexes bool
 }
 
 // batchTask is one record batch of one fragment's data file that statistics could not rule
@@ -57,6 +60,7 @@ type scanPlan struct {
 	pruned   ScanStats
 	// indexUses says how the planner used each index it considered.
 	indexUses []IndexUse
+	force     bool // ScanOptions.forceIndexes
 }
 
 // ScanStats count what a scan's statistics pruning skipped.
@@ -132,6 +136,7 @@ func (t *Table) plan(ctx context.Context, opts ScanOptions) (*scanPlan, error) {
 		}
 	}
 	if !opts.NoIndex {
+		p.force = opts.forceIndexes
 		if err := p.useIndexes(ctx); err != nil {
 			return nil, err
 		}
@@ -349,15 +354,26 @@ func (p *scanPlan) readBatch(ctx context.Context, st *scanState, task batchTask)
 	return named, mask, nil
 }
 
-// selectionMask is true at the rows of [start, start+n) in sel.
+// selectionMask is true at the rows of [start, start+n) in sel (one pass over sel's
+// members in the range, not a lookup per row).
 func selectionMask(mem memory.Allocator, sel *roaring.Bitmap, start, n int64) *array.Boolean {
-	b := array.NewBooleanBuilder(mem)
-	defer b.Release()
-	b.Reserve(int(n))
-	for i := int64(0); i < n; i++ {
-		b.UnsafeAppend(sel.Contains(uint32(start + i)))
+	buf := memory.NewResizableBuffer(mem)
+	buf.Resize(int(bitutil.BytesForBits(n)))
+	bits := buf.Bytes()
+	clear(bits)
+	it := sel.Iterator()
+	it.AdvanceIfNeeded(uint32(start))
+	for it.HasNext() {
+		r := int64(it.Next())
+		if r >= start+n {
+			break
+		}
+		bitutil.SetBit(bits, int(r-start))
 	}
-	return b.NewBooleanArray()
+	data := array.NewData(arrow.FixedWidthTypes.Boolean, int(n), []*memory.Buffer{nil, buf}, nil, 0, 0)
+	defer data.Release()
+	buf.Release()
+	return array.NewBooleanData(data)
 }
 
 func deletionMask(mem memory.Allocator, dv *roaring.Bitmap, start, n int64) *array.Boolean {
