@@ -56,7 +56,7 @@ func TestValidateTableName(t *testing.T) {
 			t.Errorf("%q: %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"", "..", "a..b", "a/b", "/abs", "a\x00b", ".hidden", "_versions", "sp ace", strings.Repeat("x", 201)} {
+	for _, bad := range []string{"", "..", "a..b", "a/b", "/abs", "a\x00b", ".hidden", "_versions", "-x", "--table", "sp ace", strings.Repeat("x", 201)} {
 		err := ValidateTableName(bad)
 		if !errors.Is(err, ErrInvalidTableName) {
 			t.Errorf("%q: got %v, want ErrInvalidTableName", bad, err)

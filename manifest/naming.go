@@ -12,7 +12,8 @@ import (
 
 // ErrInvalidTableName is returned for table names that are empty, too long, or contain
 // anything but ASCII letters, digits, '_', '-' and '.', or that start with '.' or '_'
-// (which would collide with internal names), or contain "..".
+// (which would collide with internal names) or '-' (which a command line reads as an
+// option), or contain "..".
 var ErrInvalidTableName = errors.New("invalid table name")
 
 // ValidateTableName checks a table name. Errors wrap ErrInvalidTableName and quote the name.
@@ -29,6 +30,8 @@ func ValidateTableName(name string) error {
 		return bad(`contains ".."`)
 	case name[0] == '.' || name[0] == '_':
 		return bad("starts with '.' or '_'")
+	case name[0] == '-':
+		return bad("starts with '-', which a command line reads as an option")
 	}
 	for _, r := range name {
 		switch {

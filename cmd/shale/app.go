@@ -216,10 +216,20 @@ func (a *app) close() {
 	a.closer = nil
 }
 
+// checkTableName validates a table name given on the command line before any I/O. A bad
+// name is a usage error (exit status 2), whichever command it was given to; the error
+// wraps manifest.ErrInvalidTableName.
+func checkTableName(name string) error {
+	if err := manifest.ValidateTableName(name); err != nil {
+		return &usageError{err}
+	}
+	return nil
+}
+
 // openTable validates the name before any I/O, then opens the table at its published
 // version.
 func (a *app) openTable(ctx context.Context, name string) (*engine.Table, error) {
-	if err := manifest.ValidateTableName(name); err != nil {
+	if err := checkTableName(name); err != nil {
 		return nil, err
 	}
 	db, err := a.open(ctx)

@@ -86,10 +86,10 @@ func TestBadInputsFailCleanly(t *testing.T) {
 	t.Run("bad table names", func(t *testing.T) {
 		e := &env{t: t, home: e.home, dir: e.dir}
 		for _, name := range []string{"a..b", "..", "../" + tbl, "a/b", tbl + "/x", "/abs"} {
-			e.fails(1, []string{"invalid table name"}, "create", name, "--schema", "id:int64")
-			e.fails(1, []string{"invalid table name"}, "import", csvIn, "--table", name)
-			e.fails(1, []string{"invalid table name"}, "query", name)
-			e.fails(1, []string{"invalid table name"}, "delete", name, "--where", "true")
+			e.fails(2, []string{"invalid table name"}, "create", name, "--schema", "id:int64")
+			e.fails(2, []string{"invalid table name"}, "import", csvIn, "--table", name)
+			e.fails(2, []string{"invalid table name"}, "query", name)
+			e.fails(2, []string{"invalid table name"}, "delete", name, "--where", "true")
 		}
 		// Nothing was written outside the store's tables.
 		ents, err := os.ReadDir(filepath.Join(e.home, "store"))
@@ -160,4 +160,33 @@ func TestCorruptObjectsAreNamed(t *testing.T) {
 		e.fails(1, []string{key}, "delete", tbl, "--where", "id = 1")
 		e.unchanged(tbl, 2, 2)
 	})
+}
+
+// TestTableNameEmptyOrDashIsUsageError: `--table ""` does not fall back to the file's
+// name, and a name starting with '-' (which no later command could name without "--")
+// is refused by every command; both are usage errors that create nothing.
+func TestTableNameEmptyOrDashIsUsageError(t *testing.T) {
+	e := sharedEnv(t)
+	base := e.table("dash")
+	in := e.file(base+".csv", "a\n1\n")
+	e.fails(2, []string{"--table needs a table name"}, "import", in, "--table", "")
+	e.fails(2, []string{"--table needs a table name"}, "import", in, "-t", "")
+	if n := e.manifests(base); n != 0 {
+		t.Fatalf("import --table \"\" created table %s (%d manifests)", base, n)
+	}
+	dashFile := e.file("-"+base+".csv", "a\n1\n")
+	for _, args := range [][]string{
+		{"import", in, "--table", "-" + base},
+		{"import", in, "--table=-" + base},
+		{"import", "--", dashFile}, // the default name, from the file, starts with '-'
+		{"create", "--schema", "a:int64", "--", "-" + base},
+		{"query", "--", "-" + base},
+		{"drop", "--", "-" + base},
+		{"demo", "--table", "-" + base, "--data", in},
+	} {
+		e.fails(2, []string{"invalid table name", "starts with '-'"}, args...)
+	}
+	if n := e.manifests("-" + base); n != 0 {
+		t.Fatalf("table -%s was created (%d manifests)", base, n)
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shale-db/shale/compaction"
-	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/recovery"
 )
 
@@ -45,7 +44,7 @@ fragment being rewritten makes compaction replan (up to 3 attempts).
 			if !flagChanged(cmd.Flags(), "deleted-ratio") {
 				opts.DeletedRatio = 0
 			}
-			if err := manifest.ValidateTableName(args[0]); err != nil {
+			if err := checkTableName(args[0]); err != nil {
 				return err
 			}
 			db, err := a.open(cmd.Context())

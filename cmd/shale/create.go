@@ -7,8 +7,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/spf13/cobra"
-
-	"github.com/shale-db/shale/manifest"
 )
 
 // schemaTypes are the column types `create --schema` accepts.
@@ -73,7 +71,7 @@ for a non-nullable column (id:int64!).`,
 			if err != nil {
 				return &usageError{err}
 			}
-			if err := manifest.ValidateTableName(args[0]); err != nil {
+			if err := checkTableName(args[0]); err != nil {
 				return err
 			}
 			db, err := a.open(cmd.Context())

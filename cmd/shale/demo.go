@@ -53,7 +53,7 @@ a new incarnation whose version numbers go on from the dropped table's.
 then in each parent directory (so it works anywhere inside the repository).`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := manifest.ValidateTableName(table); err != nil {
+			if err := checkTableName(table); err != nil {
 				return err
 			}
 			path, err := findDemoData(data)

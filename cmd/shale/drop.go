@@ -27,6 +27,9 @@ dropping the table again (or by 'shale gc'); objects written by writers racing t
 are deleted by 'shale gc'. 'shale status' reports a pointer a drop left behind.`,
 		Args: exactArgs("TABLE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkTableName(args[0]); err != nil {
+				return err
+			}
 			db, err := a.open(cmd.Context())
 			if err != nil {
 				return err

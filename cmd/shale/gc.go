@@ -57,7 +57,7 @@ recovery step's results are under "outcomes", as in shale recover --json.`,
 			table := ""
 			if len(args) == 1 {
 				table = args[0]
-				if err := manifest.ValidateTableName(table); err != nil {
+				if err := checkTableName(table); err != nil {
 					return err
 				}
 			}

@@ -87,6 +87,9 @@ purpose, pass another --idempotency-key.`,
 				}
 				opts.format = f
 			}
+			if table == "" && flagChanged(cmd.Flags(), "table") {
+				return usagef("--table needs a table name (leave --table out to use the file's name)")
+			}
 			if table == "" {
 				base := filepath.Base(args[0])
 				table = strings.TrimSuffix(base, filepath.Ext(base))
@@ -153,7 +156,7 @@ func (a *app) printImport(r *importResult) {
 // (wrapping engine.ErrSchemaMismatch; nothing is committed), and commit errors.
 func (a *app) importFile(ctx context.Context, path, table string, opts importOptions) (*importResult, error) {
 	start := time.Now()
-	if err := manifest.ValidateTableName(table); err != nil {
+	if err := checkTableName(table); err != nil {
 		return nil, err
 	}
 	format := opts.format

@@ -82,7 +82,7 @@ func (a *app) tableAt(ctx context.Context, name string, v *uint64) (*engine.Tabl
 	if v == nil {
 		return a.openTable(ctx, name)
 	}
-	if err := manifest.ValidateTableName(name); err != nil {
+	if err := checkTableName(name); err != nil {
 		return nil, err
 	}
 	if *v == 0 {

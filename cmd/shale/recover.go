@@ -5,7 +5,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
 	"github.com/shale-db/shale/recovery"
 )
@@ -34,7 +33,7 @@ until the claim is older than --claim-ttl (default 2m).`,
 			table := ""
 			if len(args) == 1 {
 				table = args[0]
-				if err := manifest.ValidateTableName(table); err != nil {
+				if err := checkTableName(table); err != nil {
 					return err
 				}
 			}

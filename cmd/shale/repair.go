@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/repair"
 )
 
@@ -37,7 +36,7 @@ repair never writes, rewrites or deletes data; it only moves the published point
 			ctx := cmd.Context()
 			var tables []string
 			if len(args) == 1 {
-				if err := manifest.ValidateTableName(args[0]); err != nil {
+				if err := checkTableName(args[0]); err != nil {
 					return err
 				}
 				tables = args

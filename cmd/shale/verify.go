@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/verify"
 )
 
@@ -34,7 +33,7 @@ coverage of removed fragments) are not faults.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if len(args) == 1 {
-				if err := manifest.ValidateTableName(args[0]); err != nil {
+				if err := checkTableName(args[0]); err != nil {
 					return err
 				}
 			}
