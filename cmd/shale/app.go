@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -309,6 +310,38 @@ func thousands(n int64) string {
 	}
 	if neg {
 		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// plural formats a count with its noun, the noun in the plural unless the count is one
+// and the count with thousands separators: "1 row", "0 rows", "3,000,000 rows",
+// "2 recovery sidecars". Every noun the CLI counts takes a plain "s".
+func plural[N ~int | ~int32 | ~int64 | ~uint32 | ~uint64](n N, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	var s string
+	if n < 0 {
+		s = thousands(int64(n))
+	} else {
+		s = thousandsU(uint64(n))
+	}
+	return s + " " + noun + "s"
+}
+
+// thousandsU is thousands for unsigned counts.
+func thousandsU(n uint64) string {
+	if n <= 1<<62 {
+		return thousands(int64(n))
+	}
+	s := strconv.FormatUint(n, 10)
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
 	}
 	return b.String()
 }

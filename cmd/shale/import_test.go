@@ -341,3 +341,43 @@ func TestImportKilledBeforePublishThenRunAgainIsIdempotent(t *testing.T) {
 		t.Fatalf("delete publishing the killed import's version: %v", r)
 	}
 }
+
+// TestCSVTypeErrorNamesLineColumnAndType: a CSV value that does not parse as its column's
+// type is reported with the line an editor shows (the header is line 1), the column's
+// name and the type expected, never as "near row 0" with bare strconv text; so are a line
+// with the wrong number of fields and malformed quoting. Nothing is created or committed.
+func TestCSVTypeErrorNamesLineColumnAndType(t *testing.T) {
+	e := sharedEnv(t)
+	tbl := e.table("csverr")
+	var sb strings.Builder
+	sb.WriteString("id,score,name\n")
+	for i := 1; i <= 1500; i++ {
+		fmt.Fprintf(&sb, "%d,%d.5,\"n %d\"\n", i, i, i)
+	}
+	sb.WriteString("1501,abc,x\n")
+	in := e.file("scores.csv", sb.String())
+	r := e.fails(1, []string{"scores.csv", `line 1,502, column "score": "abc" is not a float64 (a number`}, "import", in, "--table", tbl)
+	for _, bad := range []string{"near row", "strconv", "ParseFloat"} {
+		if strings.Contains(r.stderr, bad) {
+			t.Fatalf("error still says %q: %s", bad, r.stderr)
+		}
+	}
+	if n := e.manifests(tbl); n != 0 {
+		t.Fatalf("a failed import created the table (%d manifests)", n)
+	}
+
+	// Appending to an existing table parses with its types: an int16 out of range, a
+	// line with a field too many, and a bare quote.
+	e.ok("create", tbl, "--schema", "id:int16,name:string,day:date32")
+	for _, tc := range []struct{ body, want string }{
+		{"id,name,day\n1,a,2024-01-01\n\n40000,b,2024-01-02\n", `line 4, column "id": "40000" is out of range for int16`},
+		{"id,name,day\n1,a,2024-01-01\n2,\"b\nc\",2024-01-02\n3,c,2024-13-40\n", `line 5, column "day": "2024-13-40" is not a date32 (a date YYYY-MM-DD)`},
+		{"id,name,day\n1,a,2024-01-01\n2,b,2024-01-02,extra\n", "line 3 has 4 fields, the header has 3"},
+		{"id,name,day\n1,a\"b,2024-01-01\n", `line 2: bare " in non-quoted-field`},
+	} {
+		e.fails(1, []string{"more.csv", tc.want}, "import", e.file("more.csv", tc.body), "--table", tbl)
+	}
+	if vs := e.versions(tbl); len(vs) != 1 {
+		t.Fatalf("failed appends committed versions: %+v", vs)
+	}
+}

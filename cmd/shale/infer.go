@@ -94,12 +94,13 @@ type csvSample struct {
 func sampleCSV(r io.Reader, comma rune, n int) (*csvSample, error) {
 	cr := stdcsv.NewReader(r)
 	cr.Comma = comma
+	cr.FieldsPerRecord = -1 // counted below, to say what was expected
 	header, err := cr.Read()
 	if errors.Is(err, io.EOF) {
 		return nil, errors.New("empty file (a CSV import needs a header row)")
 	}
 	if err != nil {
-		return nil, err
+		return nil, csvSyntaxError(err)
 	}
 	seen := map[string]bool{}
 	for i, h := range header {
@@ -118,11 +119,29 @@ func sampleCSV(r io.Reader, comma rune, n int) (*csvSample, error) {
 			break
 		}
 		if err != nil {
-			return nil, err
+			return nil, csvSyntaxError(err)
+		}
+		if len(rec) != len(header) {
+			line, _ := cr.FieldPos(0)
+			return nil, fieldCountError(line, len(rec), len(header))
 		}
 		s.rows = append(s.rows, rec)
 	}
 	return s, nil
+}
+
+// csvSyntaxError words malformed CSV by its line: `line 7: bare " in non-quoted-field`.
+func csvSyntaxError(err error) error {
+	var pe *stdcsv.ParseError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("line %s: %w", thousands(int64(pe.Line)), pe.Err)
+	}
+	return err
+}
+
+// fieldCountError reports a CSV line with another number of fields than the header.
+func fieldCountError(line, got, want int) error {
+	return fmt.Errorf("line %s has %s, the header has %d", thousands(int64(line)), plural(got, "field"), want)
 }
 
 // inferCSVSchema gives each column the narrowest type that fits every sampled value:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -109,7 +110,7 @@ func (r *progressReader) Next() (ok bool) {
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			r.err = fmt.Errorf("%w %s as %s near row %s: %v", ErrInput, r.src.path, r.src.format, thousands(r.rows), v)
+			r.err = fmt.Errorf("%w %s as %s%s: %v", ErrInput, r.src.path, r.src.format, r.after(), v)
 			ok = false
 		}
 	}()
@@ -127,10 +128,23 @@ func (r *progressReader) Err() error {
 	if r.err != nil {
 		return r.err
 	}
-	if err := r.RecordReader.Err(); err != nil {
-		return fmt.Errorf("%w %s as %s near row %s: %v", ErrInput, r.src.path, r.src.format, thousands(r.rows), err)
+	err := r.RecordReader.Err()
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrInput):
+		return err // the reader named the place itself (CSV: line and column)
 	}
-	return nil
+	return fmt.Errorf("%w %s as %s%s: %v", ErrInput, r.src.path, r.src.format, r.after(), err)
+}
+
+// after says how far the input was read before a failure: " after 65,536 rows" (the
+// rows of the batches read whole; the failure is in a later one), or "".
+func (r *progressReader) after() string {
+	if r.rows == 0 {
+		return ""
+	}
+	return " after " + plural(r.rows, "row")
 }
 
 func (r *progressReader) RecordBatch() arrow.RecordBatch { return r.RecordReader.RecordBatch() }

@@ -281,7 +281,7 @@ func (s *source) openCSV(table string, want *arrow.Schema, comma rune, mem memor
 		csv.WithHeader(true), csv.WithComma(comma), csv.WithChunk(importBatchRows),
 		csv.WithNullReader(true, ""), csv.WithAllocator(mem))
 	s.closers = append(s.closers, r.Release)
-	s.rdr = r
+	s.rdr = &csvReader{RecordReader: r, s: s, schema: schema, comma: comma}
 	return nil
 }
 
