@@ -78,6 +78,30 @@ func TestLiveHoldSkipsWhateverTheAge(t *testing.T) {
 	checkRecovered(t, s, db, "t", before)
 }
 
+// TestExitedOperationResolvedAtOnce: a sidecar whose operation the caller knows has
+// exited (Options.Exited) is resolved at once, although its hold is live and the sidecar
+// younger than MinAge; other operations are still skipped.
+func TestExitedOperationResolvedAtOnce(t *testing.T) {
+	ctx := context.Background()
+	s, db, _ := crashedCompaction(t, "manifest.before_version_put")
+	before := rowsOf(t, db, "t")
+	k := pendingOne(t, s, "t")
+	h, err := db.Catalog().AcquireHold(ctx, catalog.Hold{ID: k.Sidecar.OperationID, Table: "t", Kind: "compaction", Version: k.Sidecar.PublishedAtStart}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release(ctx)
+	rep, err := Recover(ctx, s, db.Catalog(), "t", Options{Exited: map[string]bool{"another-operation": true}})
+	if err != nil || len(rep.Outcomes) != 1 || rep.Outcomes[0].Action != SkippedLive {
+		t.Fatalf("another operation exited: %+v, %v; want %s", rep, err, SkippedLive)
+	}
+	rep, err = Recover(ctx, s, db.Catalog(), "t", Options{Exited: map[string]bool{k.Sidecar.OperationID: true}})
+	if err != nil || len(rep.Outcomes) != 1 || rep.Outcomes[0].Action != RolledBack {
+		t.Fatalf("its operation exited: %+v, %v; want %s", rep, err, RolledBack)
+	}
+	checkRecovered(t, s, db, "t", before)
+}
+
 // TestDefaultMinAgeWithCatalog: a dead operation's sidecar last written 40 s ago is
 // resolved by the default MinAge with a catalog (DefaultMinAgeWithHolds, 30 s), but is
 // still too young for the no-catalog default (10 min).

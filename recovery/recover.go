@@ -54,6 +54,12 @@ type Options struct {
 	// version to be published before leaving the abort unpublished (default
 	// DefaultFencePublishWait).
 	FenceWait time.Duration
+	// Exited names operations (sidecar operation ids) whose process the caller knows has
+	// exited, say a hold whose holder is a process of this host that is gone
+	// (catalog.HolderExited): their sidecars are resolved at once, whatever their age and
+	// although their hold's lease has not expired yet. (Were the process alive after all,
+	// the roll back's abort version would make its commit fail: nothing is lost.)
+	Exited map[string]bool
 }
 
 // Actions recorded in Outcome.Action.
@@ -264,8 +270,10 @@ func (r *recoverer) one(ctx context.Context, key, table string) (Outcome, error)
 	if table != "" && sc.Table != table {
 		return Outcome{}, nil
 	}
-	// A live hold proves the operation runs: whatever its age, it is not ours to resolve.
-	if live, err := r.live(ctx, key, sc); err != nil || live {
+	// A live hold proves the operation runs: whatever its age, it is not ours to resolve,
+	// unless the caller knows its process exited.
+	exited := r.opts.Exited[sc.OperationID]
+	if live, err := r.live(ctx, key, sc, exited); err != nil || live {
 		if live {
 			out.Action = SkippedLive
 		}
@@ -274,7 +282,7 @@ func (r *recoverer) one(ctx context.Context, key, table string) (Outcome, error)
 	// A roll forward only publishes a version that landed, which is safe while its
 	// operation still runs (its own publish then finds the pointer there), so age does
 	// not matter to it.
-	if r.opts.MinAge > 0 && !r.forwardOnly {
+	if r.opts.MinAge > 0 && !r.forwardOnly && !exited {
 		// Age counts from the last write of the sidecar (each attempt rewrites it).
 		last := sc.Created
 		if info, err := r.s.Head(ctx, key); err == nil && info.ModTime.After(last) {
@@ -306,7 +314,7 @@ func (r *recoverer) one(ctx context.Context, key, table string) (Outcome, error)
 		return out, err
 	}
 	// And look at the hold again, as late as possible before acting.
-	if live, err := r.live(ctx, key, sc); err != nil || live {
+	if live, err := r.live(ctx, key, sc, exited); err != nil || live {
 		if live {
 			out.Action = SkippedLive
 		}
@@ -316,9 +324,10 @@ func (r *recoverer) one(ctx context.Context, key, table string) (Outcome, error)
 }
 
 // live reports whether sc's operation holds a live catalog hold (false without a
-// catalog). Errors: catalog errors, naming the sidecar key.
-func (r *recoverer) live(ctx context.Context, key string, sc Sidecar) (bool, error) {
-	if r.cat == nil {
+// catalog, or when its process is known to have exited). Errors: catalog errors, naming
+// the sidecar key.
+func (r *recoverer) live(ctx context.Context, key string, sc Sidecar, exited bool) (bool, error) {
+	if r.cat == nil || exited {
 		return false, nil
 	}
 	live, err := r.cat.HoldExists(ctx, sc.Table, sc.OperationID)

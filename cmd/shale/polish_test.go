@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/shale-db/shale/coord"
 )
 
 // TestQueryVersionErrors: --version 0 is a usage error saying versions start at 1; a
@@ -85,9 +90,9 @@ func (e *env) statusLine(out, table string) string {
 
 // TestStatusShowsSidecarsAndHolds: a compaction killed after its publish leaves HEAD =
 // published with its sidecar not deleted and its hold alive until the lease expires.
-// status must not call that "in sync": it shows the hold and the running operation, then
-// (the lease expired) the pending sidecar with the hint to run recover; after recover,
-// in sync.
+// status must not call that "in sync", nor the operation running: its holder is a
+// process of this host that has exited, so the sidecar is pending, with the hint to run
+// recover (which resolves it at once); after recover, in sync.
 func TestStatusShowsSidecarsAndHolds(t *testing.T) {
 	e := sharedEnv(t)
 	tbl := e.table("stsc")
@@ -98,38 +103,78 @@ func TestStatusShowsSidecarsAndHolds(t *testing.T) {
 	e.killedAt("compaction.after_publish", "compact", tbl)
 
 	row, scs := e.statusOf(tbl)
-	if row.Head != 5 || row.Published != 5 || row.Drift != 0 || row.PendingSidecars != 0 || row.RunningOperations != 1 ||
-		len(row.Holds) != 1 || row.Holds[0].Kind != "compaction" || len(scs) != 1 || !scs[0].Running ||
-		scs[0].Operation != row.Holds[0].ID || strings.Contains(row.State, "in sync") {
-		t.Fatalf("status --json with a live hold: %+v, sidecars %+v", row, scs)
+	if row.Head != 5 || row.Published != 5 || row.Drift != 0 || row.PendingSidecars != 1 || row.RunningOperations != 0 ||
+		len(row.Holds) != 1 || row.Holds[0].Kind != "compaction" || len(scs) != 1 || scs[0].Running || !scs[0].Exited ||
+		scs[0].Operation != row.Holds[0].ID || strings.Contains(row.State, "in sync") || strings.Contains(row.State, "running") {
+		t.Fatalf("status --json with a dead holder's hold: %+v, sidecars %+v", row, scs)
 	}
 	out := e.ok("status")
-	if l := e.statusLine(out, tbl); strings.Contains(l, "in sync") || !strings.Contains(l, "1 hold(s)") ||
-		!strings.Contains(l, "running") {
-		t.Fatalf("status with a live hold:\n%s", out)
+	if l := e.statusLine(out, tbl); strings.Contains(l, "in sync") || !strings.Contains(l, "1 hold") || strings.Contains(l, "(s)") ||
+		!strings.Contains(l, "1 recovery sidecar pending") || !strings.Contains(l, "1 maintenance operation whose process exited") {
+		t.Fatalf("status with a dead holder's hold:\n%s", out)
 	}
-	if !strings.Contains(out, tbl+": compaction "+row.Holds[0].ID) {
-		t.Fatalf("status does not list the hold:\n%s", out)
-	}
-
-	e.expireHolds(tbl) // what the lease expiry does
-	row, scs = e.statusOf(tbl)
-	if row.PendingSidecars != 1 || row.RunningOperations != 0 || len(row.Holds) != 0 || len(scs) != 1 || scs[0].Running ||
-		strings.Contains(row.State, "in sync") {
-		t.Fatalf("status --json with a pending sidecar: %+v, sidecars %+v", row, scs)
-	}
-	out = e.ok("status")
-	if l := e.statusLine(out, tbl); strings.Contains(l, "in sync") || !strings.Contains(l, "1 recovery sidecar(s) pending") {
-		t.Fatalf("status with a pending sidecar:\n%s", out)
+	if !strings.Contains(out, tbl+": compaction "+row.Holds[0].ID) || !strings.Contains(out, "which has exited") {
+		t.Fatalf("status does not list the hold as its holder's exited:\n%s", out)
 	}
 	if !strings.Contains(out, "run 'shale recover") || !strings.Contains(out, scs[0].Key) {
 		t.Fatalf("status gives no recover hint:\n%s", out)
 	}
 
-	if out := e.ok("recover", tbl, "--min-age", "0"); !strings.Contains(out, tbl) {
+	if out := e.ok("recover", tbl); !strings.Contains(out, tbl) || !strings.Contains(out, "released the hold") {
 		t.Fatalf("recover: %s", out)
 	}
-	if row, scs = e.statusOf(tbl); row.PendingSidecars != 0 || len(scs) != 0 || row.State != "in sync" {
+	if row, scs = e.statusOf(tbl); row.PendingSidecars != 0 || len(scs) != 0 || len(row.Holds) != 0 || row.State != "in sync" {
 		t.Fatalf("status after recover: %+v, sidecars %+v", row, scs)
+	}
+}
+
+// TestStatusChecksThePublishedManifest: a published manifest that is not the object its
+// pointer's checksum names (the pointer's checksum changed, or the object damaged) is
+// corruption: status says so for that table, fails (exit 1) after printing the rest, and
+// never calls it "in sync".
+func TestStatusChecksThePublishedManifest(t *testing.T) {
+	e := freshEnv(t)
+	good, bad := e.table("good"), e.table("badsum")
+	for _, tbl := range []string{good, bad} {
+		e.ok("import", e.file("s.csv", "a\n1\n"), "--table", tbl)
+	}
+	// Change the checksum the pointer records.
+	c, err := coord.Connect(context.Background(), coord.Config{StateDir: e.home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	r, err := c.Etcd().Get(ctx, "/shale/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := 0
+	for _, kv := range r.Kvs {
+		if !strings.HasSuffix(string(kv.Key), "/tables/"+bad) {
+			continue
+		}
+		var p map[string]any
+		if err := json.Unmarshal(kv.Value, &p); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range p {
+			if strings.Contains(strings.ToLower(k), "checksum") {
+				p[k] = v.(float64) + 1
+				changed++
+			}
+		}
+		b, _ := json.Marshal(p)
+		if _, err := c.Etcd().Put(ctx, string(kv.Key), string(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if changed != 1 {
+		t.Fatalf("changed %d checksum fields of %s's pointer", changed, bad)
+	}
+	res := e.run("status")
+	if res.code != 1 || !strings.Contains(e.statusLine(res.stdout, bad), "CORRUPT") || !strings.Contains(e.statusLine(res.stdout, good), "in sync") ||
+		!strings.Contains(res.stderr, bad) || !strings.Contains(res.stderr, "checksum") {
+		t.Fatalf("status with a pointer whose checksum does not match: %v", res)
 	}
 }

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -13,43 +11,63 @@ import (
 	"github.com/shale-db/shale/coord"
 )
 
-// TestCompactKilledThenRecover: a compaction killed (SIGKILL) after its commit and before
-// its publish leaves drift covered by its sidecar; `shale recover` reports it running
-// while its hold's lease lives, then (the lease expired) rolls it forward; verify finds
-// no fault, and a second recover has nothing to do.
-func TestCompactKilledThenRecover(t *testing.T) {
+// TestRecoverActsAtOnceWhenTheHolderExited: a compaction killed (SIGKILL) after its
+// commit and before its publish leaves drift covered by its sidecar, and a hold whose
+// lease lives 15 s more. Its holder is a process of this host that has exited, so status
+// calls the operation pending, not running, and `shale recover` at once (no waiting, no
+// --min-age) releases the hold and rolls the compaction forward; verify finds no fault,
+// a second recover has nothing to do, and status is in sync.
+func TestRecoverActsAtOnceWhenTheHolderExited(t *testing.T) {
 	e := freshEnv(t)
 	tbl := e.table("rec")
 	for i := 0; i < 3; i++ {
 		e.ok("import", e.file("r.csv", "a,b\n1,x\n2,y\n"), "--table", tbl, "--idempotency-key", fmt.Sprint(i))
 	}
 	want := e.ok("query", tbl, "--format", "csv")
-	cmd := exec.Command(shaleBin, "compact", tbl)
-	cmd.Dir = e.dir
-	cmd.Env = append(os.Environ(), "SHALE_HOME="+e.home, "SHALE_ETCD_IDLE=20s", "SHALE_FAILPOINTS=compaction.before_publish=kill")
-	if err := cmd.Run(); err == nil {
-		t.Fatal("compaction was not killed at its seam")
-	}
-	if out := e.ok("status"); !strings.Contains(out, "1 unpublished") {
+	e.killedAt("compaction.before_publish", "compact", tbl)
+	out := e.ok("status")
+	if l := e.statusLine(out, tbl); !strings.Contains(l, "1 unpublished version") || !strings.Contains(l, "1 recovery sidecar pending") ||
+		!strings.Contains(l, "whose process exited") || strings.Contains(l, "running") {
 		t.Fatalf("status after the kill:\n%s", out)
 	}
-	// The killed compaction's hold lives until its lease expires (15 s after its last
-	// keep-alive): until then recover reports the operation as running.
-	if out := e.ok("recover", "--min-age", "0"); !strings.Contains(out, "still running") {
+	out = e.ok("recover")
+	if !strings.Contains(out, tbl+": released the hold of compaction") || !strings.Contains(out, "has exited") ||
+		!strings.Contains(out, "rolled forward") {
 		t.Fatalf("recover right after the kill: %s", out)
-	}
-	e.expireHolds(tbl) // what the lease expiry does (recovery's own tests wait for the real one)
-	out := e.ok("recover", "--min-age", "0")
-	if !strings.Contains(out, "rolled forward") {
-		t.Fatalf("recover: %s", out)
 	}
 	e.ok("verify", tbl)
 	if got := e.ok("query", tbl, "--format", "csv"); got != want {
 		t.Fatalf("rows changed:\n%s\nwant\n%s", got, want)
 	}
-	if out := e.ok("recover", "--min-age", "0"); !strings.Contains(out, "No recovery sidecars") {
+	if out := e.ok("recover"); !strings.Contains(out, "No recovery sidecars") {
 		t.Fatalf("second recover: %s", out)
 	}
+	if row, _ := e.statusOf(tbl); row.State != "in sync" || len(row.Holds) != 0 {
+		t.Fatalf("status after recover: %+v", row)
+	}
+}
+
+// TestRecoverRollBackSaysWhatItCommitted: a compaction killed before its version put
+// committed nothing; recover rolls it back, and says that it committed an abort version
+// fencing the operation's transactions besides deleting its files. `recover nosuch` is
+// "table not found" (exit 1), as for every other command.
+func TestRecoverRollBackSaysWhatItCommitted(t *testing.T) {
+	e := sharedEnv(t)
+	tbl := e.table("rollback")
+	for i := 0; i < 3; i++ {
+		e.ok("import", e.file("r.csv", "a,b\n1,x\n2,y\n"), "--table", tbl, "--idempotency-key", fmt.Sprint(i))
+	}
+	e.killedAt("manifest.before_version_put", "compact", tbl)
+	out := e.ok("recover", tbl)
+	if !strings.Contains(out, "rolled back: it committed nothing; abort version 5 fences its transactions") ||
+		!strings.Contains(out, "1 data file deleted") || strings.Contains(out, "(s)") {
+		t.Fatalf("recover: %s", out)
+	}
+	if vs := e.versions(tbl); len(vs) != 5 || vs[4].Operation != "abort" {
+		t.Fatalf("versions after the roll back: %+v", vs)
+	}
+	e.ok("verify", tbl)
+	e.fails(1, []string{"table not found", "nosuch_recover"}, "recover", "nosuch_recover")
 }
 
 // expireHolds revokes the leases of the catalog holds on table in the env's etcd, as

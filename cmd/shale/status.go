@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shale-db/shale/engine"
+	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
 	"github.com/shale-db/shale/recovery"
 )
@@ -22,8 +24,12 @@ type statusSidecar struct {
 	Created   time.Time `json:"created,omitzero"`
 	// Running: a live catalog hold carries the operation's id, so the operation is still
 	// going and recovery leaves it alone.
-	Running bool   `json:"running"`
-	Error   string `json:"error,omitempty"` // why the sidecar cannot be read
+	Running bool `json:"running"`
+	// Exited: the operation's hold is live, but its holder is a process of this host
+	// that has exited (catalog.HolderExited): not running, and 'shale recover' resolves
+	// it at once.
+	Exited bool   `json:"exited,omitempty"`
+	Error  string `json:"error,omitempty"` // why the sidecar cannot be read
 }
 
 // statusRow is one table's line of `shale status`.
@@ -39,6 +45,10 @@ type statusRow struct {
 	RunningOperations int            `json:"running_operations"`
 	Holds             []catalog.Hold `json:"holds"` // live holds on the table
 	State             string         `json:"state"`
+	// Fault says why the published version cannot be read as the pointer names it (its
+	// manifest is missing, corrupt, or not the object whose checksum the pointer
+	// records); status then fails. 'shale verify' tells more.
+	Fault string `json:"fault,omitempty"`
 }
 
 // maintenance is what status reads besides HEAD and the published pointer: the pending
@@ -69,7 +79,10 @@ func readMaintenance(ctx context.Context, db *engine.DB) (maintenance, error) {
 		} else {
 			s.Table, s.Operation, s.Kind, s.Created = k.Sidecar.Table, k.Sidecar.OperationID, k.Sidecar.Kind, k.Sidecar.Created
 			for _, h := range m.holds {
-				s.Running = s.Running || (h.Table == s.Table && h.ID == s.Operation)
+				if h.Table == s.Table && h.ID == s.Operation {
+					s.Exited = catalog.HolderExited(h.Holder)
+					s.Running = !s.Exited
+				}
 			}
 		}
 		m.sidecars = append(m.sidecars, s)
@@ -77,11 +90,44 @@ func readMaintenance(ctx context.Context, db *engine.DB) (maintenance, error) {
 	return m, nil
 }
 
-// statusRows joins the tables' status with their sidecars and holds, and words the state.
-func statusRows(sts []engine.TableStatus, m maintenance) []statusRow {
+// checkPublished reads the published manifest of every table that has one, as readers
+// do, against the checksum the pointer records (one etcd read and one GET per table),
+// and returns the faults by table, each also as an error naming the table and the key.
+func checkPublished(ctx context.Context, db *engine.DB, sts []engine.TableStatus) (map[string]string, error) {
+	cat := db.Catalog()
+	if cat == nil {
+		return nil, nil
+	}
+	faults := map[string]string{}
+	var errs []error
+	for _, st := range sts {
+		if st.Published == 0 {
+			continue
+		}
+		p, _, err := cat.Get(ctx, st.Table)
+		if errors.Is(err, catalog.ErrNoPointer) {
+			continue // dropped since
+		}
+		if err != nil {
+			return nil, err
+		}
+		if _, err := manifest.LoadVerified(ctx, db.Store(), st.Table, p.Version, p.Checksum); err != nil {
+			if !errors.Is(err, manifest.ErrCorrupt) && !errors.Is(err, manifest.ErrVersionNotFound) {
+				return nil, err
+			}
+			faults[st.Table] = fmt.Sprintf("published version %d does not read: %v", p.Version, err)
+			errs = append(errs, fmt.Errorf("table %q: published version %d (%s): %w; run 'shale verify %s'", st.Table, p.Version, p.ManifestKey, err, st.Table))
+		}
+	}
+	return faults, errors.Join(errs...)
+}
+
+// statusRows joins the tables' status with their sidecars, holds and faults, and words
+// the state.
+func statusRows(sts []engine.TableStatus, m maintenance, faults map[string]string) []statusRow {
 	out := []statusRow{}
 	for _, s := range sts {
-		r := statusRow{Table: s.Table, Head: s.Head, Published: s.Published, Drift: s.Drift, Holds: []catalog.Hold{}}
+		r := statusRow{Table: s.Table, Head: s.Head, Published: s.Published, Drift: s.Drift, Holds: []catalog.Hold{}, Fault: faults[s.Table]}
 		for _, sc := range m.sidecars {
 			switch {
 			case sc.Table != s.Table:
@@ -96,27 +142,38 @@ func statusRows(sts []engine.TableStatus, m maintenance) []statusRow {
 				r.Holds = append(r.Holds, h)
 			}
 		}
+		exited := 0
+		for _, sc := range m.sidecars {
+			if sc.Table == s.Table && sc.Exited {
+				exited++
+			}
+		}
 		var state []string
 		switch {
 		case s.Published > s.Head:
 			state = append(state, "CORRUPT: HEAD below published")
+		case r.Fault != "":
+			state = append(state, "CORRUPT: the published manifest does not match its pointer (run 'shale verify')")
 		case s.Published == 0:
 			state = append(state, "never published")
 		case s.Drift > 0:
-			state = append(state, fmt.Sprintf("%d unpublished version(s)", s.Drift))
+			state = append(state, plural(s.Drift, "unpublished version"))
 		case r.PendingSidecars == 0 && len(r.Holds) == 0:
 			state = append(state, "in sync")
 		default:
 			state = append(state, "published = HEAD")
 		}
 		if r.PendingSidecars > 0 {
-			state = append(state, fmt.Sprintf("%d recovery sidecar(s) pending", r.PendingSidecars))
+			state = append(state, plural(r.PendingSidecars, "recovery sidecar")+" pending")
+		}
+		if exited > 0 {
+			state = append(state, plural(exited, "maintenance operation")+" whose process exited (run 'shale recover')")
 		}
 		if r.RunningOperations > 0 {
-			state = append(state, fmt.Sprintf("%d maintenance operation(s) running", r.RunningOperations))
+			state = append(state, plural(r.RunningOperations, "maintenance operation")+" running")
 		}
 		if len(r.Holds) > 0 {
-			state = append(state, fmt.Sprintf("%d hold(s)", len(r.Holds)))
+			state = append(state, plural(len(r.Holds), "hold"))
 		}
 		r.State = strings.Join(state, "; ")
 		out = append(out, r)
@@ -135,9 +192,11 @@ and makes the command fail after printing the rest.
 
 Also listed: recovery sidecars (_recovery/*.json) left by maintenance operations, pending
 (work for 'shale recover') or belonging to an operation still running (it holds a live
-catalog hold), and the live holds on each table: running compactions, pinned readers,
-long writes. A table is "in sync" only with no drift, no pending sidecar and no hold.
-status only reads.`,
+catalog hold; a hold whose holder is a process of this host that has exited does not
+count: its operation is pending), and the live holds on each table: running
+compactions, pinned readers, long writes. Each published manifest is read and checked
+against the checksum its pointer records; a mismatch is corruption. A table is "in
+sync" only with no drift, no fault, no pending sidecar and no hold. status only reads.`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -150,7 +209,9 @@ status only reads.`,
 			if err != nil {
 				return err
 			}
-			rows := statusRows(sts, m)
+			faults, ferr := checkPublished(ctx, db, sts)
+			serr = errors.Join(serr, ferr)
+			rows := statusRows(sts, m, faults)
 			if a.jsonOut {
 				sidecars := m.sidecars
 				if sidecars == nil {
@@ -168,8 +229,8 @@ status only reads.`,
 			} else {
 				grid := [][]string{{"TABLE", "HEAD", "PUBLISHED", "DRIFT", "SIDECARS", "HOLDS", "STATE"}}
 				for _, r := range rows {
-					grid = append(grid, []string{r.Table, fmt.Sprint(r.Head), fmt.Sprint(r.Published), fmt.Sprint(r.Drift),
-						fmt.Sprint(r.PendingSidecars), fmt.Sprint(len(r.Holds)), r.State})
+					grid = append(grid, []string{r.Table, thousandsU(r.Head), thousandsU(r.Published), thousandsU(r.Drift),
+						thousands(int64(r.PendingSidecars)), thousands(int64(len(r.Holds))), r.State})
 				}
 				a.printGrid(grid, map[int]bool{1: true, 2: true, 3: true, 4: true, 5: true})
 			}
@@ -184,8 +245,12 @@ func (a *app) printMaintenance(m maintenance, now time.Time) {
 	if len(m.holds) > 0 {
 		a.printf("\nholds:\n")
 		for _, h := range m.holds {
-			a.printf("  %s: %s %s keeps version %d and up, since %s ago (holder %s)\n",
-				h.Table, h.Kind, h.ID, h.Version, now.Sub(h.Started).Round(time.Second), h.Holder)
+			holder := "holder " + h.Holder
+			if catalog.HolderExited(h.Holder) {
+				holder += ", which has exited: the hold goes when its lease expires, within " + catalog.DefaultHoldTTL.String()
+			}
+			a.printf("  %s: %s %s keeps version %s and up, since %s ago (%s)\n",
+				h.Table, h.Kind, h.ID, thousandsU(h.Version), now.Sub(h.Started).Round(time.Second), holder)
 		}
 	}
 	if len(m.sidecars) == 0 {
@@ -200,6 +265,9 @@ func (a *app) printMaintenance(m maintenance, now time.Time) {
 			pending[""] = true
 		case s.Running:
 			a.printf("  %s: %s %s %s, running (its hold is live)\n", s.Table, s.Kind, s.Operation, s.Key)
+		case s.Exited:
+			a.printf("  %s: %s %s %s, pending: its process exited\n", s.Table, s.Kind, s.Operation, s.Key)
+			pending[s.Table] = true
 		default:
 			a.printf("  %s: %s %s %s, pending since %s ago\n", s.Table, s.Kind, s.Operation, s.Key, now.Sub(s.Created).Round(time.Second))
 			pending[s.Table] = true
@@ -208,9 +276,9 @@ func (a *app) printMaintenance(m maintenance, now time.Time) {
 	switch {
 	case len(pending) == 1 && !pending[""]:
 		for t := range pending {
-			a.printf("run 'shale recover %s' to resolve the pending sidecar(s)\n", t)
+			a.printf("run 'shale recover %s' to resolve them\n", t)
 		}
 	case len(pending) > 0:
-		a.printf("run 'shale recover' to resolve the pending sidecar(s)\n")
+		a.printf("run 'shale recover' to resolve them\n")
 	}
 }
