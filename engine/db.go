@@ -330,6 +330,11 @@ func (db *DB) loadAt(ctx context.Context, name string, v uint64) (*manifest.Mani
 // Errors: manifest.ErrInvalidTableName, manifest.ErrTableNotFound, ErrTableBusy, store
 // and etcd errors.
 func (db *DB) DropTable(ctx context.Context, name string) (int, error) {
+	return db.dropTable(ctx, name, 0)
+}
+
+// dropTable is DropTable; with at > 0, only while HEAD is version at (DropTableAt).
+func (db *DB) dropTable(ctx context.Context, name string, at uint64) (int, error) {
 	if err := manifest.ValidateTableName(name); err != nil {
 		return 0, err
 	}
@@ -350,7 +355,7 @@ func (db *DB) DropTable(ctx context.Context, name string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("drop table %q: %w", name, err)
 	}
-	marker, finishing, err := db.dropMarker(ctx, name)
+	marker, finishing, err := db.dropMarker(ctx, name, at)
 	if err != nil {
 		return 0, err
 	}
@@ -403,10 +408,14 @@ func (db *DB) DropTable(ctx context.Context, name string) (int, error) {
 
 // dropMarker returns the table's drop marker: the one its HEAD already is (finishing is
 // then true: an earlier drop committed it), or one committed now on top of HEAD. A table
-// with no manifest (objects only) has none: nil. Errors: commit and store errors.
-func (db *DB) dropMarker(ctx context.Context, name string) (*manifest.Manifest, bool, error) {
+// with no manifest (objects only) has none: nil. With at > 0 the marker must be version
+// at+1, committed on HEAD at (ErrTableChanged otherwise). Errors: commit and store errors.
+func (db *DB) dropMarker(ctx context.Context, name string, at uint64) (*manifest.Manifest, bool, error) {
 	opts := db.opts.Commit
 	opts.Groups = db.groups()
+	if at > 0 {
+		return db.dropMarkerAt(ctx, name, at, opts)
+	}
 	for attempt := 1; ; attempt++ {
 		rec, err := manifest.HeadRecord(ctx, db.store, name)
 		if errors.Is(err, manifest.ErrTableNotFound) {

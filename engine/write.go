@@ -173,7 +173,7 @@ func (t *Table) Append(ctx context.Context, rdr array.RecordReader, opts ...Writ
 	txn := t.newTxn(manifest.OpAppend, o)
 	frags, rows, err := t.writeFragments(ctx, rdr, t.Schema(), t.m.Schema.FieldIDs, txn.ID)
 	if err != nil {
-		return t.settleKeyed(ctx, txn, CommitResult{}, err)
+		return t.settleWrite(ctx, txn, CommitResult{}, err)
 	}
 	if rows == 0 {
 		return CommitResult{Version: t.m.Version}, nil
@@ -181,7 +181,7 @@ func (t *Table) Append(ctx context.Context, rdr array.RecordReader, opts ...Writ
 	txn.Op.NewFragments = frags
 	res, err := t.commit(ctx, txn)
 	res.Rows = rows
-	return t.settleKeyed(ctx, txn, res, err)
+	return t.settleWrite(ctx, txn, res, err)
 }
 
 // AppendRecord appends one record batch (see Append).
@@ -230,12 +230,12 @@ func (t *Table) Overwrite(ctx context.Context, rdr array.RecordReader, opts ...W
 	txn.Op.Schema = &ms
 	frags, rows, err := t.writeFragments(ctx, rdr, schema, ids, txn.ID)
 	if err != nil {
-		return t.settleKeyed(ctx, txn, CommitResult{}, err)
+		return t.settleWrite(ctx, txn, CommitResult{}, err)
 	}
 	txn.Op.NewFragments = frags
 	res, err := t.commit(ctx, txn)
 	res.Rows = rows
-	return t.settleKeyed(ctx, txn, res, err)
+	return t.settleWrite(ctx, txn, res, err)
 }
 
 // Delete marks the rows matching where in the table's latest version (HEAD) as deleted: each touched fragment gets a new

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/shale-db/shale/manifest"
 )
@@ -77,18 +78,31 @@ func (t *Table) duplicate(ctx context.Context, dup *manifest.DuplicateError) (Co
 	return res, nil
 }
 
+// settleTimeout bounds how long settleKeyed looks for a write's idempotency key after
+// the write's own context ended.
+const settleTimeout = 5 * time.Second
+
 // settleKeyed decides a keyed write that failed (err not nil, and not Unknown) by its
 // idempotency key: if the key committed already (a write run again after its client
 // crashed), the write took effect, and the result is that version as a Duplicate, even
 // when this run failed before reaching its commit loop (a failing first-write hook, a
 // store error writing its files, bad input). The key is looked for in HEAD's remembered
 // keys (one GET when the handle is current); if that read fails, the outcome is Unknown
-// (Table.Retry of txn then decides). Unkeyed writes and successes pass through.
+// (Table.Retry of txn then decides). A write whose context ended (the caller gave up,
+// or was interrupted) still gets this answer: the key is looked for under a fresh
+// context of settleTimeout, as a publish decides on its goal after its deadline, so that
+// an interrupted write is Rejected (or a Duplicate) rather than Unknown. Unkeyed writes
+// and successes pass through.
 func (t *Table) settleKeyed(ctx context.Context, txn manifest.Transaction, res CommitResult, err error) (CommitResult, error) {
 	key := txn.IdempotencyKey
 	if err == nil || key == "" || OutcomeOf(err) != Rejected || errors.Is(err, ErrInvalidOption) ||
 		errors.Is(err, ErrTableDropped) || errors.Is(err, manifest.ErrTableNotFound) {
 		return res, err
+	}
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+		defer cancel()
 	}
 	head, lerr := manifest.CatchUp(ctx, t.db.store, t.name, t.m, t.db.groups())
 	if lerr != nil {

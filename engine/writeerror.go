@@ -1,0 +1,35 @@
+package engine
+
+import (
+	"context"
+	"errors"
+
+	"github.com/shale-db/shale/manifest"
+)
+
+// WriteError is the error of an Append or Overwrite that failed after minting its
+// transaction, with outcome Rejected (OutcomeOf): the transaction never commits, so the
+// data files it wrote, all under manifest.TxnDataDir(Table, Txn.ID), are referenced by no
+// version and never will be; the caller may delete them at once (garbage collection
+// otherwise fences and deletes them later). A write interrupted by its context ending is
+// one. It unwraps to the write's error, so errors.Is, errors.As and OutcomeOf see
+// through it, and its text is that error's. Writes whose version landed in a table
+// dropped meanwhile (ErrTableDropped) are not wrapped: a version names their files.
+type WriteError struct {
+	Table string
+	Txn   manifest.Transaction
+	Err   error
+}
+
+func (e *WriteError) Error() string { return e.Err.Error() }
+func (e *WriteError) Unwrap() error { return e.Err }
+
+// settleWrite is settleKeyed for a write that wrote data files under txn's id (Append,
+// Overwrite): a Rejected outcome is returned as a *WriteError naming txn.
+func (t *Table) settleWrite(ctx context.Context, txn manifest.Transaction, res CommitResult, err error) (CommitResult, error) {
+	res, err = t.settleKeyed(ctx, txn, res, err)
+	if err == nil || OutcomeOf(err) != Rejected || errors.Is(err, ErrTableDropped) {
+		return res, err
+	}
+	return res, &WriteError{Table: t.name, Txn: txn, Err: err}
+}
