@@ -74,7 +74,11 @@ table and the format (or given with --idempotency-key), and the table remembers 
 of its newest 1,000 keyed writes. Running the same import again (after a crash, or
 unsure whether it committed) commits nothing and reports the version that has the rows,
 publishing it if the first run died before it could. To append the same rows again on
-purpose, pass another --idempotency-key.`,
+purpose, pass another --idempotency-key.
+
+An import that fails, or is interrupted (Ctrl-C), deletes the data files it wrote, and
+drops the table again if it created it and no other writer wrote to it meanwhile. (A
+second Ctrl-C stops at once and leaves them to 'shale gc'.)`,
 		Example: `  shale import flights.parquet
   shale import trips-2024.csv --table trips
   shale import events.log --format jsonl --table events`,
@@ -218,6 +222,11 @@ func (a *app) importFile(ctx context.Context, path, table string, opts importOpt
 	res.IdempotencyKey = opts.idempotencyKey
 	if res.IdempotencyKey == "" {
 		if res.IdempotencyKey, err = importKey(path, table, format, opts.overwrite && !res.Created); err != nil {
+			if res.Created {
+				if _, derr := db.DropTableAt(context.WithoutCancel(ctx), table, createdAt); derr == nil {
+					err = fmt.Errorf("%w (table %s, which this import had created, was dropped again)", err, table)
+				}
+			}
 			return nil, err
 		}
 	}
@@ -238,20 +247,39 @@ func (a *app) importFile(ctx context.Context, path, table string, opts importOpt
 		p.finish()
 	}
 	if err != nil {
+		interrupted := ctx.Err() != nil
 		var ue *engine.UnknownError
 		switch {
 		case errors.Is(err, engine.ErrTableDropped):
 			// Whether the write met the drop marker or landed in a version number the
 			// drop freed, its rows are in no table: never "committed".
-			err = droppedWhile(err, table, "import", fmt.Sprintf("none of the %d rows is in any table; import again to create the table anew", rdr.rows))
+			return nil, droppedWhile(err, table, "import", fmt.Sprintf("none of the %s is in any table; import again to create the table anew", plural(rdr.rows, "row")))
 		case errors.As(err, &ue) && ue.Committed:
-			err = fmt.Errorf("%w (the %d rows are committed as version %d of %q but not published yet: the next write to the table, or shale repair, publishes them; do not import them again)", err, rdr.rows, ue.Version, table)
+			err = fmt.Errorf("%w (the %s committed as version %d of %q but not published yet: the next write to the table, or shale repair, publishes them; do not import them again)", err, plural(rdr.rows, "row"), ue.Version, table)
+			if interrupted {
+				err = &interruptedError{fmt.Sprintf("after the import committed: %v", err), ctx.Err()}
+			}
+			return nil, err
+		}
+		// Undo what is decided not to commit: the import's files, and the table if this
+		// import created it and nobody else wrote to it.
+		ab := a.abandonImport(ctx, db, t, res.Created, createdAt, interrupted, err)
+		switch {
+		case interrupted && ab.landed:
+			fmt.Fprintf(a.stderr, "note: interrupted, but %s\n", ab.describe(table))
+			res.Rows, res.Version = rdr.rows, ab.version
+			res.Elapsed = time.Since(start)
+			res.ElapsedMS, res.RowsPerS = res.Elapsed.Milliseconds(), perSecond(res.Rows, res.Elapsed)
+			res.AlsoPublished = []engine.PublishedVersion{}
+			return res, nil
+		case interrupted:
+			return nil, &interruptedError{ab.describe(table), ctx.Err()}
 		case errors.As(err, &ue):
 			err = fmt.Errorf("%w (the rows may or may not have been committed; running the same import again commits them at most once)", err)
 		case errors.Is(err, manifest.ErrTxnAborted):
-			err = fmt.Errorf("%w (nothing was imported: gc or recovery collected the files this import had written while it was stalled; run the import again)", err)
-		case res.Created:
-			err = fmt.Errorf("%w (table %q was created at version %d with no rows)", err, table, createdAt)
+			err = fmt.Errorf("%w (gc or recovery collected the files this import had written while it was stalled: %s; run the import again)", err, ab.describe(table))
+		default:
+			err = fmt.Errorf("%w (%s)", err, ab.describe(table))
 		}
 		return nil, err
 	}

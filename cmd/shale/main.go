@@ -33,6 +33,12 @@ func main() {
 	// binary; it must take over before anything else happens.
 	coord.ServeIfRequested()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// The first Ctrl-C (or SIGTERM) ends ctx: the command stops and cleans up what it
+		// was writing. A second one ends the process at once (what is left is gc's).
+		<-ctx.Done()
+		stop()
+	}()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

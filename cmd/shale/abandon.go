@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/shale-db/shale/engine"
+	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/manifest/catalog"
+	"github.com/shale-db/shale/recovery"
+)
+
+// cleanupTimeout bounds the clean-up after a failed or interrupted import (it runs after
+// the command's own context ended; a second Ctrl-C ends the process, leaving the files
+// to gc).
+const cleanupTimeout = 30 * time.Second
+
+// abandoned is what became of a failed or interrupted import's writes.
+type abandoned struct {
+	// landed: the import's transaction committed (as version), despite the failure.
+	landed  bool
+	version uint64
+	// dropped: the table, which this import had created, was dropped again.
+	dropped bool
+	// files is the number of data files deleted (the import's own, under its
+	// transaction's data directory); fence is the abort version committed first when
+	// the outcome was unknown (0: none needed).
+	files int
+	fence uint64
+	// kept says why nothing was cleaned up ("" when something was).
+	kept string
+}
+
+// abandonImport undoes what an import that failed with err (or was interrupted) wrote, as
+// far as it is decided that nothing of it commits:
+//
+//   - Rejected (an *engine.WriteError): the transaction never commits; its data files are
+//     deleted.
+//   - Unknown, and the import was interrupted: the outcome is decided first. If the
+//     transaction landed, it stays (landed). Otherwise an abort version naming it
+//     (recovery.Fence) makes sure it never commits, then its files are deleted.
+//   - Unknown without an interrupt, or committed: nothing is touched (running the same
+//     import again commits it at most once).
+//
+// If the import created the table (at version createdAt) and nothing of it committed,
+// the table is dropped again, but only if no other writer committed to it since
+// (engine.DB.DropTableAt); its objects, the import's files among them, go with it.
+func (a *app) abandonImport(ctx context.Context, db *engine.DB, t *engine.Table, created bool, createdAt uint64, interrupted bool, err error) abandoned {
+	table := t.Name()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	var we *engine.WriteError
+	var ue *engine.UnknownError
+	var txn manifest.Transaction
+	var out abandoned
+	switch {
+	case errors.As(err, &we):
+		txn = we.Txn
+	case errors.As(err, &ue) && !ue.Committed && interrupted:
+		txn = ue.Txn
+		v, landed, ferr := decideAbandoned(ctx, db, table, txn)
+		if ferr != nil {
+			out.kept = fmt.Sprintf("whether it committed could not be decided: %v", ferr)
+			return out
+		}
+		if landed {
+			// Committed: publish it (a retry of the same transaction finds the version
+			// it landed in and never commits twice).
+			out.landed, out.version = true, v
+			if _, rerr := t.Retry(ctx, txn); rerr != nil {
+				out.kept = fmt.Sprintf("not published yet (the next write to the table publishes it): %v", rerr)
+			}
+			return out
+		}
+		out.fence = v
+	default:
+		out.kept = "its outcome is not decided"
+		return out
+	}
+	if created {
+		_, derr := db.DropTableAt(ctx, table, createdAt)
+		if derr == nil {
+			out.dropped = true
+			return out
+		}
+		if !errors.Is(derr, engine.ErrTableChanged) {
+			out.kept = fmt.Sprintf("dropping the table it created failed: %v", derr)
+			return out
+		}
+		// Another writer committed to the table meanwhile: it stays; only our files go.
+	}
+	n, derr := deletePrefix(ctx, db, manifest.TxnDataDir(table, txn.ID)+"/")
+	out.files = n
+	if derr != nil {
+		out.kept = fmt.Sprintf("deleting its files failed (gc deletes them later): %v", derr)
+	}
+	return out
+}
+
+// decideAbandoned decides the outcome of transaction txn of table, whose commit was in
+// flight when its writer gave up: it reads every version after the transaction's read
+// version for it (landed: at version v), and otherwise commits an abort version naming
+// it on the newest version read, so that it can never commit (v is the abort version).
+// If it lands between the read and the abort, the abort fails and the read is repeated.
+func decideAbandoned(ctx context.Context, db *engine.DB, table string, txn manifest.Transaction) (v uint64, landed bool, err error) {
+	var groups manifest.GroupResolver
+	if db.Catalog() != nil {
+		groups = catalog.GroupWaiter{Catalog: db.Catalog(), Timeout: 10 * time.Second}
+	}
+	for attempt := 0; ; attempt++ {
+		head, err := manifest.Head(ctx, db.Store(), table)
+		if err != nil {
+			return 0, false, err
+		}
+		for v := txn.ReadVersion + 1; v <= head; v++ {
+			rec, err := manifest.LoadRecord(ctx, db.Store(), table, v)
+			if errors.Is(err, manifest.ErrVersionNotFound) {
+				continue
+			}
+			if err != nil {
+				return 0, false, err
+			}
+			if rec.TxnID == txn.ID {
+				return v, true, nil
+			}
+		}
+		read, err := manifest.LoadCounted(ctx, db.Store(), table, head, groups)
+		if err != nil {
+			return 0, false, err
+		}
+		res, err := recovery.Fence(ctx, db.Store(), db.Catalog(), read, []string{txn.ID}, groups, 0)
+		if errors.Is(err, manifest.ErrIncompatible) && attempt == 0 {
+			continue // it landed after our read: find it
+		}
+		if err != nil {
+			return 0, false, err
+		}
+		return res.Version, false, nil
+	}
+}
+
+// deletePrefix deletes every object under prefix and returns how many it deleted.
+func deletePrefix(ctx context.Context, db *engine.DB, prefix string) (int, error) {
+	objs, err := db.Store().List(ctx, prefix, 0)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, o := range objs {
+		if err := db.Store().Delete(ctx, o.Key); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// describe says, for the end of an error message, what was undone.
+func (ab abandoned) describe(table string) string {
+	switch {
+	case ab.landed && ab.kept != "":
+		return fmt.Sprintf("it had committed already, as version %s of %s, %s", thousandsU(ab.version), table, ab.kept)
+	case ab.landed:
+		return fmt.Sprintf("it had committed already, as version %s of %s", thousandsU(ab.version), table)
+	case ab.dropped:
+		return fmt.Sprintf("nothing was imported; table %s, which this import had created, was dropped again", table)
+	case ab.kept != "":
+		return "its files were left for gc: " + ab.kept
+	}
+	s := "nothing was imported"
+	if ab.fence > 0 {
+		s += fmt.Sprintf(" (abort version %s fences it)", thousandsU(ab.fence))
+	}
+	switch {
+	case ab.files == 1:
+		s += "; the data file it had written was deleted"
+	case ab.files > 1:
+		s += fmt.Sprintf("; the %s data files it had written were deleted", thousands(int64(ab.files)))
+	}
+	return s
+}
+
+// interruptedError is the error of a command interrupted (Ctrl-C, SIGTERM): its text says
+// what the interruption left; it unwraps to the context's error.
+type interruptedError struct {
+	msg   string
+	cause error
+}
+
+func (e *interruptedError) Error() string { return "interrupted: " + e.msg }
+func (e *interruptedError) Unwrap() error { return e.cause }
