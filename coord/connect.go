@@ -45,6 +45,13 @@ type Config struct {
 	// StartTimeout bounds how long Connect waits for a background server to start and for
 	// start.lock. Default 60 s.
 	StartTimeout time.Duration
+	// Notify, when set, is told in one line (no trailing newline) what the client waits
+	// for while it waits: a connection that is not ready for a second (then every 10 s,
+	// and once more when it is back), a background server that exited and is being
+	// replaced, one slow to start. It is called from a goroutine of the Client, never
+	// after Close returns. (With the embedded default the Client replaces an exited
+	// background server whether or not Notify is set.)
+	Notify func(msg string)
 }
 
 // Client is a connection to etcd. Its methods are safe for concurrent use.
@@ -53,6 +60,7 @@ type Client struct {
 	endpoints []string
 	presence  *presence // background server mode: our leased key under ClientsPrefix
 	server    *server   // InProcess mode
+	watch     *watcher  // reconnects to a restarted background server; says what it waits for
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -60,14 +68,23 @@ type Client struct {
 // Etcd returns the etcd client. It stays valid until Close.
 func (c *Client) Etcd() *clientv3.Client { return c.cli }
 
-// Endpoints returns the client URLs in use.
-func (c *Client) Endpoints() []string { return append([]string(nil), c.endpoints...) }
+// Endpoints returns the client URLs in use (with the embedded default, those of the
+// background server the client follows: a restarted one's).
+func (c *Client) Endpoints() []string {
+	if c.watch != nil {
+		return c.watch.endpoints()
+	}
+	return append([]string(nil), c.endpoints...)
+}
 
 // Close releases the connection. With the embedded default it first deletes this client's
 // key, so the background server can go idle; with InProcess it stops the server. Calling
 // Close again returns the first result.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
+		if c.watch != nil {
+			c.watch.close()
+		}
 		if c.presence != nil {
 			c.presence.close(c.cli)
 		}
@@ -104,7 +121,11 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Client{cli: cli, endpoints: cfg.Endpoints}, nil
+		c := &Client{cli: cli, endpoints: cfg.Endpoints}
+		if cfg.Notify != nil {
+			c.watch = newWatcher(cli, cfg, nil, cfg.Endpoints, 0)
+		}
+		return c, nil
 	}
 	l, err := newLayout(cfg.StateDir)
 	if err != nil {
@@ -143,9 +164,28 @@ func connectInProcess(ctx context.Context, l layout, cfg Config) (*Client, error
 // connectShared runs under start.lock: use the running server if it answers, else start
 // one, then register this client's key before releasing the lock.
 func connectShared(ctx context.Context, l layout, cfg Config) (*Client, error) {
+	info, cli, err := ensureServer(ctx, l, cfg, cfg.Notify)
+	if err != nil {
+		return nil, err
+	}
+	c, err := register(ctx, cli, info.Endpoints)
+	if err != nil {
+		return nil, err
+	}
+	c.watch = newWatcher(cli, cfg, &l, info.Endpoints, info.PID)
+	return c, nil
+}
+
+// ensureServer runs under start.lock: it dials the running server if it answers, else
+// starts one and dials it once it has published its endpoint file. notify (when set) is
+// told when the wait for a starting server is long.
+func ensureServer(ctx context.Context, l layout, cfg Config, notify func(string)) (endpointInfo, *clientv3.Client, error) {
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 5 * time.Second
+	}
 	if info, ok := readEndpoint(l); ok {
 		if cli, err := dial(ctx, info.Endpoints, cfg.DialTimeout, l.root); err == nil {
-			return register(ctx, cli, info.Endpoints)
+			return info, cli, nil
 		}
 	}
 	var exited <-chan error
@@ -154,29 +194,35 @@ func connectShared(ctx context.Context, l layout, cfg Config) (*Client, error) {
 		os.Remove(l.endpointFile)
 		var err error
 		if exited, err = spawnServer(l, cfg.ServerIdle); err != nil {
-			return nil, err
+			return endpointInfo{}, nil, err
 		}
 	}
 	// Wait for the new server (or for a live one that has not published its endpoint yet).
 	backoff := 5 * time.Millisecond
 	var lastErr error
+	start, told := time.Now(), time.Time{}
 	for {
 		if info, ok := readEndpoint(l); ok {
 			cli, err := dial(ctx, info.Endpoints, cfg.DialTimeout, l.root)
 			if err == nil {
-				return register(ctx, cli, info.Endpoints)
+				return info, cli, nil
 			}
 			lastErr = err
+		}
+		if notify != nil && time.Since(start) >= 2*time.Second && time.Since(told) >= waitRepeat {
+			told = time.Now()
+			notify(fmt.Sprintf("etcd: waiting for the background etcd server of %s to start (%s so far; its log: %s)",
+				l.root, time.Since(start).Round(time.Second), l.logFile))
 		}
 		t := time.NewTimer(backoff)
 		select {
 		case err := <-exited:
 			t.Stop()
-			return nil, fmt.Errorf("%w: background etcd server for %s exited (%v); see %s%s",
+			return endpointInfo{}, nil, fmt.Errorf("%w: background etcd server for %s exited (%v); see %s%s",
 				ErrConnect, l.root, err, l.logFile, logTail(l.logFile))
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("%w: background etcd server for %s not ready: %w (last: %v)",
+			return endpointInfo{}, nil, fmt.Errorf("%w: background etcd server for %s not ready: %w (last: %v)",
 				ErrConnect, l.root, context.Cause(ctx), lastErr)
 		case <-t.C:
 		}

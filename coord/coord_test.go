@@ -9,7 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -311,4 +314,115 @@ func TestInProcess(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(l.dataDir, "member")); err != nil {
 		t.Fatalf("data directory not under state dir: %v", err)
 	}
+}
+
+// TestClientFollowsRestartedServer: the background server is killed (SIGKILL) while a
+// client is open. The client starts a new one on the same data, points itself at it, and
+// says so through Config.Notify; a request made after the kill succeeds, and the data
+// written before it is there.
+func TestClientFollowsRestartedServer(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := newLayout(dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var notes []string
+	c, err := Connect(ctx, Config{StateDir: dir, ServerIdle: testIdle, Notify: func(msg string) {
+		mu.Lock()
+		notes = append(notes, msg)
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		c.Close()
+		waitFor(t, "background server exit", 30*time.Second, func() bool { return serverGone(l) })
+	}()
+	if _, err := c.Etcd().Put(ctx, "k", "before"); err != nil {
+		t.Fatal(err)
+	}
+	old, ok := readEndpoint(l)
+	if !ok {
+		t.Fatal("no endpoint file")
+	}
+	if err := syscall.Kill(old.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	// A write in flight when the server died fails (nobody can tell whether it was
+	// applied); one made once the connection is known lost waits for the new server.
+	waitFor(t, "the client to see the connection lost", 30*time.Second, func() bool {
+		st := c.Etcd().ActiveConnection().GetState().String()
+		mu.Lock()
+		defer mu.Unlock()
+		return (st != "READY" && st != "IDLE") || len(notes) > 0
+	})
+	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer rcancel()
+	if _, err := c.Etcd().Put(rctx, "k2", "after"); err != nil {
+		t.Fatalf("put after the server was killed: %v", err)
+	}
+	r, err := c.Etcd().Get(rctx, "k")
+	if err != nil || len(r.Kvs) != 1 || string(r.Kvs[0].Value) != "before" {
+		t.Fatalf("after the restart: %v %v, want k=before", r, err)
+	}
+	t.Logf("reconnected %s after the kill", time.Since(start).Round(time.Millisecond))
+	now, ok := readEndpoint(l)
+	if !ok || now.PID == old.PID || !slices.Equal(c.Endpoints(), now.Endpoints) {
+		t.Fatalf("endpoint file %+v, client endpoints %v; want a new server the client uses", now, c.Endpoints())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	all := strings.Join(notes, "\n")
+	if !strings.Contains(all, fmt.Sprintf("(pid %d, ", old.PID)) || !strings.Contains(all, "has exited; starting a new one") ||
+		!strings.Contains(all, fmt.Sprintf("reconnected to the new etcd server of %s (pid %d", l.root, now.PID)) {
+		t.Fatalf("notes:\n%s", all)
+	}
+}
+
+// TestClientFollowsServerRestartedElsewhere: when another process has already replaced
+// the killed server, the client follows the endpoint file to it instead of starting one.
+func TestClientFollowsServerRestartedElsewhere(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := newLayout(dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a, err := Connect(ctx, Config{StateDir: dir, ServerIdle: testIdle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	old, _ := readEndpoint(l)
+	// Stop a's watcher from acting first: it is closed here, and b's replaces the server.
+	a.watch.close()
+	a.watch = nil
+	b, err := Connect(ctx, Config{StateDir: dir, ServerIdle: testIdle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(old.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// b replaces the server; a write in flight at the kill fails, so try until one lands.
+	waitFor(t, "b to write through a new server", 30*time.Second, func() bool {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err := b.Etcd().Put(pctx, "k", "v")
+		return err == nil
+	})
+	now, _ := readEndpoint(l)
+	if now.PID == old.PID {
+		t.Fatal("b did not replace the server")
+	}
+	w := newWatcher(a.cli, Config{}, &l, old.Endpoints, old.PID)
+	a.watch = w
+	waitFor(t, "a to follow the new server", 30*time.Second, func() bool { return slices.Equal(a.Endpoints(), now.Endpoints) })
+	r, err := a.Etcd().Get(ctx, "k")
+	if err != nil || len(r.Kvs) != 1 {
+		t.Fatalf("a after following: %v %v", r, err)
+	}
+	b.Close()
+	a.Close()
+	waitFor(t, "background server exit", 30*time.Second, func() bool { return serverGone(l) })
 }

@@ -182,12 +182,20 @@ func (a *app) etcdEndpoints() []string {
 	return eps
 }
 
+// coordConfig is how commands connect to etcd: --etcd, or the embedded default of the
+// state directory; what the connection waits for is said on stderr.
+func (a *app) coordConfig() coord.Config {
+	return coord.Config{Endpoints: a.etcdEndpoints(), StateDir: a.home, Notify: func(msg string) {
+		fmt.Fprintf(a.stderr, "shale: %s\n", msg)
+	}}
+}
+
 // open connects to etcd and the store and opens the DB (once per command).
 func (a *app) open(ctx context.Context) (*engine.DB, error) {
 	if a.db != nil {
 		return a.db, nil
 	}
-	c, err := coord.Connect(ctx, coord.Config{Endpoints: a.etcdEndpoints(), StateDir: a.home})
+	c, err := coord.Connect(ctx, a.coordConfig())
 	if err != nil {
 		return nil, err
 	}

@@ -29,7 +29,7 @@ baseline time / engine time. Progress goes to stderr. benchmarks/RESULTS.md reco
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			c, err := coord.Connect(ctx, coord.Config{Endpoints: a.etcdEndpoints(), StateDir: a.home})
+			c, err := coord.Connect(ctx, a.coordConfig())
 			if err != nil {
 				return err
 			}

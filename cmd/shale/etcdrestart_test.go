@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// endpointPID is the pid the state directory's endpoint file names (0: none).
+func (e *env) endpointPID() int {
+	b, err := os.ReadFile(filepath.Join(e.home, "etcd", "endpoint"))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var ep struct {
+		PID int `json:"pid"`
+	}
+	if err := json.Unmarshal(b, &ep); err != nil {
+		e.t.Fatal(err)
+	}
+	return ep.PID
+}
+
+// TestEtcdKilledDuringCommandReconnects: the embedded etcd server this test started is
+// killed (SIGKILL, by the pid in <home>/etcd/endpoint) while an import waits between its
+// commit and its publish. The import says on stderr that the server exited and that it
+// starts a new one, reconnects to it through the endpoint file, and publishes: it
+// succeeds within seconds instead of hanging about 40 s and failing.
+func TestEtcdKilledDuringCommandReconnects(t *testing.T) {
+	e := freshEnv(t)
+	tbl := e.table("etcdkill")
+	e.ok("create", tbl, "--schema", "a:int64")
+	release := filepath.Join(e.dir, "release")
+	cmd := exec.Command(shaleBin, "import", e.file("a.csv", "a\n1\n2\n"), "--table", tbl)
+	cmd.Dir = e.dir
+	cmd.Env = append(os.Environ(), "SHALE_HOME="+e.home, "SHALE_ETCD_IDLE=20s", "SHALE_FAILPOINTS=engine.before_publish=block("+release+")")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	finished := false
+	defer func() {
+		if !finished {
+			cmd.Process.Kill()
+			<-done
+		}
+	}()
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s; import stderr:\n%s", what, errb.String())
+			}
+			time.Sleep(20 * time.Millisecond) // polling the state directory
+		}
+	}
+	waitUntil("the import's commit", func() bool { return e.manifests(tbl) == 2 })
+	old := e.endpointPID()
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	waitUntil("a new etcd server", func() bool { p := e.endpointPID(); return p != 0 && p != old })
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		finished = true
+		if err != nil {
+			t.Fatalf("import: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errb.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("import still running 30 s after the release; stderr:\n%s", errb.String())
+	}
+	t.Logf("import finished %s after the kill; stderr:\n%s", time.Since(killed).Round(time.Millisecond), errb.String())
+	for _, w := range []string{"the background etcd server of " + e.home, "has exited; starting a new one", "reconnected to the new etcd server"} {
+		if !strings.Contains(errb.String(), w) {
+			t.Fatalf("stderr lacks %q:\n%s", w, errb.String())
+		}
+	}
+	if !strings.Contains(out.String(), "Appended 2 rows to "+tbl) {
+		t.Fatalf("stdout: %s", out.String())
+	}
+	if row, _ := e.statusOf(tbl); row.Published != 2 || row.State != "in sync" {
+		t.Fatalf("status after the import: %+v", row)
+	}
+}
