@@ -161,9 +161,9 @@ func deletePrefix(ctx context.Context, db *engine.DB, prefix string) (int, error
 func (ab abandoned) describe(table string) string {
 	switch {
 	case ab.landed && ab.kept != "":
-		return fmt.Sprintf("it had committed already, as version %s of %s, %s", thousandsU(ab.version), table, ab.kept)
+		return fmt.Sprintf("it had committed already, as version %d of %s, %s", ab.version, table, ab.kept)
 	case ab.landed:
-		return fmt.Sprintf("it had committed already, as version %s of %s", thousandsU(ab.version), table)
+		return fmt.Sprintf("it had committed already, as version %d of %s", ab.version, table)
 	case ab.dropped:
 		return fmt.Sprintf("nothing was imported; table %s, which this import had created, was dropped again", table)
 	case ab.kept != "":
@@ -171,7 +171,7 @@ func (ab abandoned) describe(table string) string {
 	}
 	s := "nothing was imported"
 	if ab.fence > 0 {
-		s += fmt.Sprintf(" (abort version %s fences it)", thousandsU(ab.fence))
+		s += fmt.Sprintf(" (abort version %d fences it)", ab.fence)
 	}
 	switch {
 	case ab.files == 1:

@@ -338,6 +338,14 @@ func plural[N ~int | ~int32 | ~int64 | ~uint32 | ~uint64](n N, noun string) stri
 	return s + " " + noun + "s"
 }
 
+// pluralWord is noun, in the plural unless n is one: "version", "versions".
+func pluralWord[N ~int | ~int32 | ~int64 | ~uint32 | ~uint64](n N, noun string) string {
+	if n == 1 {
+		return noun
+	}
+	return noun + "s"
+}
+
 // thousandsU is thousands for unsigned counts.
 func thousandsU(n uint64) string {
 	if n <= 1<<62 {

@@ -167,7 +167,7 @@ func TestDeleteVersionsInspectStatus(t *testing.T) {
 {"k":3,"v":"c"}
 `), "--table", tbl)
 	out := e.ok("delete", tbl, "--where", "k = 2")
-	if !strings.Contains(out, "Deleted 1 rows") || !strings.Contains(out, "version 3") {
+	if !strings.Contains(out, "Deleted 1 row from") || !strings.Contains(out, "version 3") {
 		t.Fatalf("delete: %q", out)
 	}
 	// Deleting nothing commits nothing.
@@ -233,4 +233,40 @@ func equalRecords(a, b [][]string) bool {
 		}
 	}
 	return true
+}
+
+// TestOutputCountsReadAsEnglish: a count of one takes the singular ("1 row", "1 fragment",
+// "1 column", never "1 rows" or "1 data file(s)"), larger counts have thousands
+// separators, and a rate is not printed for an import too small to have one.
+func TestOutputCountsReadAsEnglish(t *testing.T) {
+	e := sharedEnv(t)
+	one, many := e.table("one"), e.table("many")
+	checks := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"create", one, "--schema", "a:int64"}, []string{"(version 1, 1 column)"}},
+		{[]string{"import", e.file("one.csv", "a\n7\n"), "--table", one}, []string{"Appended 1 row to " + one}},
+		{[]string{"query", one}, []string{"(1 row, version 2,"}},
+		{[]string{"inspect", one}, []string{"1 fragment, 1 data file (", "0 deletion vectors"}},
+		{[]string{"compact", one, "--dry-run"}, []string{"(version 2, 1 fragment)"}},
+		{[]string{"verify", one}, []string{"2 manifests; read version 2: 1 data file, 0 deletion vectors,", "verified 1 table: no faults"}},
+		{[]string{"delete", one, "--where", "a = 7"}, []string{"Deleted 1 row from " + one}},
+		{[]string{"import", e.bigCSV("many.csv", 1500), "--table", many}, []string{"imported 1,500 rows", "rows/s"}},
+		{[]string{"update", many, "--set", "n = n + 1", "--where", "n < 1200"}, []string{"Updated 1,200 rows of " + many}},
+		{[]string{"drop", one}, []string{" objects deleted)"}},
+	}
+	for _, c := range checks {
+		out := e.ok(c.args...)
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Fatalf("shale %q: %q lacks %q", c.args, out, w)
+			}
+		}
+		for _, bad := range []string{"(s)", " 1 rows", " 1 fragments", " 1 columns", " 1 data files", "0 rows/s"} {
+			if strings.Contains(out, bad) {
+				t.Fatalf("shale %q says %q: %s", c.args, bad, out)
+			}
+		}
+	}
 }

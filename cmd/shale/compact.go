@@ -75,12 +75,13 @@ fragment being rewritten makes compaction replan (up to 3 attempts).
 					"bytes_read": st.BytesRead, "bytes_written": st.BytesWritten, "elapsed_ms": elapsed.Milliseconds()})
 			}
 			if st.Version == 0 {
-				a.printf("Nothing to compact in %s (version %d, %d fragments)\n", st.Table, st.ReadVersion, st.FragmentsBefore)
+				a.printf("Nothing to compact in %s (version %d, %s)\n", st.Table, st.ReadVersion, plural(st.FragmentsBefore, "fragment"))
 				return nil
 			}
-			a.printf("Compacted %s: version %d, %d → %d fragments (%d rewritten into %d), %s rows, %s → %s, %d deleted rows dropped, %d attempt(s), %s\n",
-				st.Table, st.Version, st.FragmentsBefore, st.FragmentsAfter, st.FragmentsRemoved, st.FragmentsAdded,
-				thousands(st.RowsRewritten), humanBytes(st.BytesRead), humanBytes(st.BytesWritten), st.RowsDropped, st.Attempts, seconds(elapsed))
+			a.printf("Compacted %s: version %d, %s → %s (%s rewritten into %s), %s, %s → %s, %s dropped, %s, %s\n",
+				st.Table, st.Version, plural(st.FragmentsBefore, "fragment"), plural(st.FragmentsAfter, "fragment"),
+				thousands(int64(st.FragmentsRemoved)), thousands(int64(st.FragmentsAdded)), plural(st.RowsRewritten, "row"),
+				humanBytes(st.BytesRead), humanBytes(st.BytesWritten), plural(st.RowsDropped, "deleted row"), plural(st.Attempts, "attempt"), seconds(elapsed))
 			return nil
 		},
 	}
@@ -99,7 +100,7 @@ func (a *app) printPlan(p *compaction.Plan) error {
 			"fragments": p.FragmentsBefore, "groups": p.Groups, "rows": p.Rows()})
 	}
 	if p.Empty() {
-		a.printf("Nothing to compact in %s (version %d, %d fragments)\n", p.Table, p.ReadVersion, p.FragmentsBefore)
+		a.printf("Nothing to compact in %s (version %d, %s)\n", p.Table, p.ReadVersion, plural(p.FragmentsBefore, "fragment"))
 		return nil
 	}
 	a.printf("Plan for %s at version %d (target %s rows, deleted ratio %g):\n", p.Table, p.ReadVersion, thousands(p.Options.TargetRows), p.Options.DeletedRatio)
@@ -108,11 +109,15 @@ func (a *app) printPlan(p *compaction.Plan) error {
 		if len(g.Indexes) > 0 {
 			idx = ", indexes " + strings.Join(g.Indexes, ",")
 		}
-		a.printf("  group %d: %d fragments %s, %s live of %s rows, %s%s\n", i+1, len(g.Old), idRange(g.Old),
-			thousands(g.LiveRows), thousands(g.PhysicalRows), humanBytes(g.Bytes), idx)
+		a.printf("  group %d: %s %s, %s live of %s, %s%s\n", i+1, plural(len(g.Old), "fragment"), idRange(g.Old),
+			thousands(g.LiveRows), plural(g.PhysicalRows, "row"), humanBytes(g.Bytes), idx)
 	}
-	a.printf("%d groups rewrite %d of %d fragments (%s live rows); nothing written (--dry-run)\n",
-		len(p.Groups), p.OldFragments(), p.FragmentsBefore, thousands(p.Rows()))
+	verb := "rewrite"
+	if len(p.Groups) == 1 {
+		verb = "rewrites"
+	}
+	a.printf("%s %s %s of %s (%s); nothing written (--dry-run)\n",
+		plural(len(p.Groups), "group"), verb, thousands(int64(p.OldFragments())), plural(p.FragmentsBefore, "fragment"), plural(p.Rows(), "live row"))
 	return nil
 }
 

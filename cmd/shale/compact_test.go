@@ -25,7 +25,7 @@ func TestCompactCLI(t *testing.T) {
 	t.Logf("json dry run:\n%s", e.ok("compact", tbl, "--dry-run", "--json"))
 	out = e.ok("compact", tbl)
 	t.Logf("run:\n%s", out)
-	if !strings.Contains(out, "4 → 1 fragments") || e.manifests(tbl) != before+1 {
+	if !strings.Contains(out, "4 fragments → 1 fragment (") || e.manifests(tbl) != before+1 {
 		t.Fatalf("compact: %s", out)
 	}
 	if got := e.ok("query", tbl, "--format", "csv"); got != want {

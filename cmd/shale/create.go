@@ -86,7 +86,7 @@ for a non-nullable column (id:int64!).`,
 			if a.jsonOut {
 				return a.printJSON(map[string]any{"table": t.Name(), "version": t.Version(), "schema": schemaJSON(t.Schema())})
 			}
-			a.printf("Created table %s (version %d, %d columns) in %s\n", t.Name(), t.Version(), schema.NumFields(), seconds(time.Since(start)))
+			a.printf("Created table %s (version %d, %s) in %s\n", t.Name(), t.Version(), plural(schema.NumFields(), "column"), seconds(time.Since(start)))
 			return nil
 		},
 	}

@@ -40,7 +40,7 @@ versions still see the rows: query --version N.`,
 				a.printf("No rows of %s match; nothing committed (version %d)\n", t.Name(), res.Version)
 				return nil
 			}
-			a.printf("Deleted %s rows from %s: version %d, %s\n", thousands(res.Rows), t.Name(), res.Version, seconds(elapsed))
+			a.printf("Deleted %s from %s: version %d, %s\n", plural(res.Rows, "row"), t.Name(), res.Version, seconds(elapsed))
 			return nil
 		},
 	}

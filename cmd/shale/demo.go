@@ -24,7 +24,7 @@ const defaultDemoData = "testdata/flights-3m.parquet"
 // distance int64, origin, destination).
 const (
 	demoOrigin      = "SFO"
-	demoDelayWhere  = "delay > 60 AND date BETWEEN '2001-01-01' AND '2001-03-31'"
+	demoDelayWhere  = "delay > 60 AND date >= '2001-01-01' AND date < '2001-04-01'"
 	demoDeleteWhere = "origin = 'ORD'"
 )
 
@@ -137,7 +137,7 @@ func (a *app) demo(ctx context.Context, path, table string, fresh bool) error {
 		if err != nil {
 			return err
 		}
-		a.printf("   --fresh: dropped table %s (%s objects)\n", table, thousands(int64(n)))
+		a.printf("   --fresh: dropped table %s (%s)\n", table, plural(n, "object"))
 		exists = false
 	}
 	if exists {
@@ -149,7 +149,7 @@ func (a *app) demo(ctx context.Context, path, table string, fresh bool) error {
 	if err != nil {
 		return err
 	}
-	st.done("%s rows into %s, version %d, %s rows/s", thousands(res.Rows), table, res.Version, thousands(int64(res.RowsPerS)))
+	st.done("%s into %s, version %d, %s rows/s", plural(res.Rows, "row"), table, res.Version, thousands(int64(res.RowsPerS)))
 	t, err := db.OpenTable(ctx, table)
 	if err != nil {
 		return err
@@ -177,7 +177,7 @@ func (a *app) demo(ctx context.Context, path, table string, fresh bool) error {
 	if err := a.demoRows(ctx, t, demoDelayWhere, 5); err != nil {
 		return err
 	}
-	st.done("%s flights matched", thousands(n2))
+	st.done("%s matched", plural(n2, "flight"))
 
 	// 3. Top routes.
 	st = a.section(3, "Top 10 routes by number of flights", "")
@@ -190,7 +190,7 @@ func (a *app) demo(ctx context.Context, path, table string, fresh bool) error {
 		grid = append(grid, []string{fmt.Sprint(i + 1), r.origin + " → " + r.destination, thousands(r.flights)})
 	}
 	a.printGridIndent(grid, map[int]bool{0: true, 2: true})
-	st.done("aggregated %s rows (origin, destination) in Go", thousands(scanned))
+	st.done("aggregated %s (origin, destination) in Go", plural(scanned, "row"))
 
 	// 4. Delete.
 	st = a.section(4, "Delete the flights from Chicago O'Hare", demoDeleteWhere)
@@ -200,7 +200,7 @@ func (a *app) demo(ctx context.Context, path, table string, fresh bool) error {
 	if err != nil {
 		return err
 	}
-	a.printf("   before: %s rows, %s matching (version %d)\n", thousands(beforeAll), thousands(beforeMatch), beforeVersion)
+	a.printf("   before: %s, %s matching (version %d)\n", plural(beforeAll, "row"), thousands(beforeMatch), beforeVersion)
 	dres, err := t.Delete(ctx, demoDeleteWhere)
 	if err != nil {
 		return err
@@ -209,8 +209,8 @@ func (a *app) demo(ctx context.Context, path, table string, fresh bool) error {
 	if err != nil {
 		return err
 	}
-	a.printf("   after:  %s rows, %s matching (version %d)\n", thousands(t.Manifest().LiveRows()), thousands(afterMatch), t.Version())
-	st.done("deleted %s rows with deletion vectors in version %d", thousands(dres.Rows), dres.Version)
+	a.printf("   after:  %s, %s matching (version %d)\n", plural(t.Manifest().LiveRows(), "row"), thousands(afterMatch), t.Version())
+	st.done("deleted %s with deletion vectors in version %d", plural(dres.Rows, "row"), dres.Version)
 
 	// 5. Versions.
 	st = a.section(5, "Versions of "+table, "")
@@ -219,7 +219,7 @@ func (a *app) demo(ctx context.Context, path, table string, fresh bool) error {
 		return err
 	}
 	a.printVersionsIndent(vs)
-	st.done("%d versions", len(vs))
+	st.done("%s", plural(len(vs), "version"))
 
 	// 6. Time travel.
 	st = a.section(6, fmt.Sprintf("Time travel to version %d, before the delete", beforeVersion), demoDeleteWhere)
@@ -231,7 +231,7 @@ func (a *app) demo(ctx context.Context, path, table string, fresh bool) error {
 	if err != nil {
 		return err
 	}
-	a.printf("   version %d: %s rows where %s (now: %s)\n", beforeVersion, thousands(nOld), demoDeleteWhere, thousands(afterMatch))
+	a.printf("   version %d: %s where %s (now: %s)\n", beforeVersion, plural(nOld, "row"), demoDeleteWhere, thousands(afterMatch))
 	if err := a.demoRows(ctx, old, demoDeleteWhere, 3); err != nil {
 		return err
 	}

@@ -117,7 +117,7 @@ func TestDemoFull(t *testing.T) {
 	out := e.ok("demo")
 	t.Logf("shale demo took %s:\n%s", time.Since(start), out)
 	for _, w := range []string{"3,000,000 rows into flights, version 2", "60,869 of 3,000,000 flights leave from SFO",
-		"78,427 flights matched", "LAX → LAS    8,323", "deleted 166,341 rows", "version 2: 166,341 rows where origin = 'ORD' (now: 0)"} {
+		"78,888 flights matched", "LAX → LAS    8,323", "deleted 166,341 rows", "version 2: 166,341 rows where origin = 'ORD' (now: 0)"} {
 		if !strings.Contains(out, w) {
 			t.Fatalf("demo output lacks %q", w)
 		}

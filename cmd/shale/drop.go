@@ -41,7 +41,7 @@ are deleted by 'shale gc'. 'shale status' reports a pointer a drop left behind.`
 			if a.jsonOut {
 				return a.printJSON(map[string]any{"table": args[0], "objects_deleted": n})
 			}
-			a.printf("Dropped %s (%d objects deleted)\n", args[0], n)
+			a.printf("Dropped %s (%s deleted)\n", args[0], plural(n, "object"))
 			return nil
 		},
 	}

@@ -116,8 +116,8 @@ func (a *app) printGC(rep gc.Report, grace time.Duration) {
 		a.printf("recovery: %s operation %s: %s\n", o.Table, o.Operation, o.Action)
 	}
 	for _, t := range rep.Tables {
-		a.printf("%s: published %d, HEAD %d; %s %d version(s)%s; keeping %d version(s)%s\n",
-			t.Table, t.Published, t.Head, expire, len(t.Expired), versionRange(t.Expired), len(t.Retained), versionRange(t.Retained))
+		a.printf("%s: published %d, HEAD %d; %s %s%s; keeping %s%s\n",
+			t.Table, t.Published, t.Head, expire, plural(len(t.Expired), "version"), versionRange(t.Expired), plural(len(t.Retained), "version"), versionRange(t.Retained))
 		if len(t.Holds) > 0 {
 			var hs []string
 			for _, h := range t.Holds {
@@ -125,7 +125,7 @@ func (a *app) printGC(rep gc.Report, grace time.Duration) {
 			}
 			a.printf("  holds: %s (low watermark %d)\n", strings.Join(hs, ", "), t.LowWatermark)
 		} else if t.HasLow {
-			a.printf("  low watermark %d (pending recovery sidecars: %d)\n", t.LowWatermark, t.Sidecars)
+			a.printf("  low watermark %d (%s)\n", t.LowWatermark, plural(t.Sidecars, "pending recovery sidecar"))
 		}
 		records := 0
 		for _, f := range t.Deleted {
@@ -135,16 +135,16 @@ func (a *app) printGC(rep gc.Report, grace time.Duration) {
 			}
 			a.printf("  %s %s (%s, %s)\n", strings.ToLower(verb), f.Key, humanBytes(f.Bytes), f.Class)
 		}
-		a.printf("  %s %d file(s), %s", verb, len(t.Deleted), humanBytes(t.BytesDeleted))
+		a.printf("  %s %s, %s", verb, plural(len(t.Deleted), "file"), humanBytes(t.BytesDeleted))
 		if records > 0 {
-			a.printf(" (%d of them expired versions' transaction records; their manifests, %s, %s tombstones)", records, humanBytes(t.ExpiredManifestBytes), became)
+			a.printf(" (%s of them expired versions' transaction records; their manifests, %s, %s tombstones)", thousands(int64(records)), humanBytes(t.ExpiredManifestBytes), became)
 		}
 		a.printf("; kept %s", humanBytes(t.BytesKept))
 		if n := t.Kept[gc.Young]; n > 0 {
-			a.printf(" (%d unreferenced file(s) younger than --grace %s)", n, grace)
+			a.printf(" (%s younger than --grace %s)", plural(n, "unreferenced file"), grace)
 		}
 		if n := t.Kept[gc.Protected]; n > 0 {
-			a.printf(" (%d file(s) of pending recovery sidecars)", n)
+			a.printf(" (%s of pending recovery sidecars)", plural(n, "file"))
 		}
 		a.printf("\n")
 		if t.Fence > 0 {
@@ -152,17 +152,17 @@ func (a *app) printGC(rep gc.Report, grace time.Duration) {
 			if !t.FencePublished {
 				pub = "not yet published: versions below it were unpublished; the next write publishes it"
 			}
-			a.printf("  fenced %d uncommitted transaction(s) with abort version %d before deleting their files (%s); a writer still running them fails at its commit\n",
-				t.FencedTxns, t.Fence, pub)
+			a.printf("  fenced %s with abort version %d before deleting their files (%s); a writer still running them fails at its commit\n",
+				plural(t.FencedTxns, "uncommitted transaction"), t.Fence, pub)
 		}
 		if len(t.Restored) > 0 {
-			a.printf("  put back expired version(s) %v: a reader pinned them while this run expired them\n", t.Restored)
+			a.printf("  put back expired %s %v: a reader pinned them while this run expired them\n", pluralWord(len(t.Restored), "version"), t.Restored)
 		}
 		if t.HeldExpired > 0 {
 			a.printf("  kept every data file: a live hold needs version %d, which is already expired (run gc again once it is released)\n", t.HeldExpired)
 		}
 		if len(t.Unknown) > 0 {
-			a.printf("  kept %d unrecognised object(s), e.g. %s\n", len(t.Unknown), t.Unknown[0])
+			a.printf("  kept %s, e.g. %s\n", plural(len(t.Unknown), "unrecognised object"), t.Unknown[0])
 		}
 	}
 	if len(rep.DroppedLeftovers) > 0 || rep.DroppedKept > 0 {
@@ -171,7 +171,7 @@ func (a *app) printGC(rep gc.Report, grace time.Duration) {
 			a.printf("%s %s (%s, left by a dropped table)\n", strings.ToLower(verb), f.Key, humanBytes(f.Bytes))
 			n += f.Bytes
 		}
-		a.printf("dropped tables' leftovers: %s %d (%s), kept %d\n", strings.ToLower(verb), len(rep.DroppedLeftovers), humanBytes(n), rep.DroppedKept)
+		a.printf("dropped tables' leftovers: %s %s (%s), kept %s\n", strings.ToLower(verb), thousands(int64(len(rep.DroppedLeftovers))), humanBytes(n), thousands(int64(rep.DroppedKept)))
 		for _, sk := range rep.DroppedSkipped {
 			a.printf("  kept the leftovers of %s: %s\n", sk.Table, sk.Reason)
 		}
@@ -181,7 +181,7 @@ func (a *app) printGC(rep gc.Report, grace time.Duration) {
 		for _, f := range rep.TempFiles {
 			n += f.Bytes
 		}
-		a.printf("temp files: %s %d (%s), kept %d younger than --grace\n", strings.ToLower(verb), len(rep.TempFiles), humanBytes(n), rep.TempKept)
+		a.printf("temp files: %s %s (%s), kept %s younger than --grace\n", strings.ToLower(verb), thousands(int64(len(rep.TempFiles))), humanBytes(n), thousands(int64(rep.TempKept)))
 	}
 	for _, f := range rep.StoreFiles {
 		a.printf("%s %s (%s: a probe object left by a process that died opening the store)\n", strings.ToLower(verb), f.Key, humanBytes(f.Bytes))
@@ -190,7 +190,7 @@ func (a *app) printGC(rep gc.Report, grace time.Duration) {
 		a.printf("%s %s (%s: a recovery claim whose sidecar is gone, left by a recovery that died)\n", strings.ToLower(verb), f.Key, humanBytes(f.Bytes))
 	}
 	if n := rep.OrphanClaimsKept; n > 0 {
-		a.printf("kept %d recovery claim(s) whose sidecar is gone, younger than %s\n", n, recovery.DefaultClaimTTL)
+		a.printf("kept %s whose sidecar is gone, younger than %s\n", plural(n, "recovery claim"), recovery.DefaultClaimTTL)
 	}
 	if len(rep.Tables) == 0 {
 		a.printf("No tables\n")

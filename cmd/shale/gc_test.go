@@ -74,7 +74,7 @@ func TestGC(t *testing.T) {
 
 	out := e.ok("gc", tbl, "--keep-last", "2", "--grace", "1h")
 	t.Logf("shale gc:\n%s", out)
-	if !strings.Contains(out, "expired "+strconv.Itoa(n-2)+" version(s)") || !strings.Contains(out, old) || strings.Contains(out, young) {
+	if !strings.Contains(out, "expired "+strconv.Itoa(n-2)+" versions") || !strings.Contains(out, old) || strings.Contains(out, young) {
 		t.Fatalf("gc output:\n%s", out)
 	}
 	if vs := e.versions(tbl); len(vs) != 2 {
@@ -180,7 +180,7 @@ func TestGCDroppedLeftoversJSON(t *testing.T) {
 	}
 	text := e.ok("gc", "--dry-run")
 	if !strings.Contains(text, "dropped tables' leftovers: would delete 0") || !strings.Contains(text, "kept 1") ||
-		!strings.Contains(text, "kept 1 recovery claim(s) whose sidecar is gone") {
+		!strings.Contains(text, "kept 1 recovery claim whose sidecar is gone") {
 		t.Fatalf("shale gc --dry-run:\n%s", text)
 	}
 	plant(youngClaim, time.Hour)

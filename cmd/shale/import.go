@@ -132,6 +132,11 @@ func importKey(path, table, format string, overwrite bool) (string, error) {
 	return "import:" + hex.EncodeToString(h.Sum(nil))[:40], nil
 }
 
+// minRateRows is the fewest rows for which an import's rate is printed: below, the time
+// is mostly starting up (connecting to etcd, opening the store), and "0 rows/s" says
+// nothing.
+const minRateRows = 1000
+
 func (a *app) printImport(r *importResult) {
 	defer a.notePublished(r.Table, r.AlsoPublished)
 	if r.Duplicate {
@@ -150,8 +155,12 @@ func (a *app) printImport(r *importResult) {
 	if !r.Created && !r.Overwrite {
 		into = " to " + r.Table
 	}
-	a.printf("%s %s rows%s from %s: version %d, %s, %s rows/s\n",
-		verb, thousands(r.Rows), into, filepath.Base(r.File), r.Version, seconds(r.Elapsed), thousands(int64(r.RowsPerS)))
+	rate := ""
+	if r.Rows >= minRateRows {
+		rate = ", " + thousands(int64(r.RowsPerS)) + " rows/s"
+	}
+	a.printf("%s %s%s from %s: version %d, %s%s\n",
+		verb, plural(r.Rows, "row"), into, filepath.Base(r.File), r.Version, seconds(r.Elapsed), rate)
 }
 
 // importFile streams path into table: created from the file's schema when missing,

@@ -264,8 +264,8 @@ func (a *app) printInspection(in *inspection) {
 			dvBytes += f.Deletion.Size
 		}
 	}
-	a.printf("  storage      %d fragments, %d data files (%s), %d deletion vectors (%s)\n",
-		len(in.Fragments), nfiles, humanBytes(in.DataBytes), ndv, humanBytes(dvBytes))
+	a.printf("  storage      %s, %s (%s), %s (%s)\n",
+		plural(len(in.Fragments), "fragment"), plural(nfiles, "data file"), humanBytes(in.DataBytes), plural(ndv, "deletion vector"), humanBytes(dvBytes))
 	if len(in.Config) > 0 {
 		keys := make([]string, 0, len(in.Config))
 		for k := range in.Config {
@@ -293,7 +293,7 @@ func (a *app) printInspection(in *inspection) {
 			if j > 0 {
 				id, phys, live = "", "", ""
 			}
-			rows = append(rows, []string{id, phys, live, df.Key, humanBytes(df.Size), fmt.Sprint(df.Batches), df.Compression})
+			rows = append(rows, []string{id, phys, live, df.Key, humanBytes(df.Size), thousands(int64(df.Batches)), df.Compression})
 		}
 	}
 	a.printGrid(rows, map[int]bool{0: true, 1: true, 2: true, 4: true, 5: true})

@@ -105,7 +105,7 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 			if want == "" {
 				return usagef("%s takes no arguments, got %q", cmd.Name(), args)
 			}
-			return usagef("%s needs %s (got %d argument(s))", cmd.Name(), want, len(args))
+			return usagef("%s needs %s (got %s)", cmd.Name(), want, plural(len(args), "argument"))
 		}
 		return nil
 	}

@@ -66,7 +66,7 @@ func (p *progress) update(rows, bytes int64) {
 			p.bar.Set64(min(rows, p.totalRows))
 		} else {
 			p.bar.Set64(min(bytes, p.totalSize))
-			p.bar.Describe(fmt.Sprintf("%s (%s rows)", p.label, thousands(rows)))
+			p.bar.Describe(fmt.Sprintf("%s (%s)", p.label, plural(rows, "row")))
 		}
 		return
 	}
@@ -82,7 +82,7 @@ func (p *progress) update(rows, bytes int64) {
 	case p.totalSize > 0:
 		pct = 100 * float64(min(bytes, p.totalSize)) / float64(p.totalSize)
 	}
-	fmt.Fprintf(p.w, "%s: %s rows (%.0f%%), %s\n", p.label, thousands(rows), pct, seconds(now.Sub(p.start)))
+	fmt.Fprintf(p.w, "%s: %s (%.0f%%), %s\n", p.label, plural(rows, "row"), pct, seconds(now.Sub(p.start)))
 }
 
 // finish removes the bar.

@@ -166,7 +166,7 @@ func (a *app) query(ctx context.Context, name string, v *uint64, opts engine.Sca
 		return err
 	}
 	if format == outTable {
-		a.printf("(%s rows, version %d, %s)\n", thousands(rows), t.Version(), seconds(time.Since(start)))
+		a.printf("(%s, version %d, %s)\n", plural(rows, "row"), t.Version(), seconds(time.Since(start)))
 	}
 	return nil
 }

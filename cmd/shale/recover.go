@@ -105,8 +105,8 @@ until the claim is older than --claim-ttl (default 2m).`,
 				case o.Action == recovery.AlreadyPublished:
 					a.printf("%s: operation %s already published at version %d; sidecar removed\n", o.Table, o.Operation, o.Version)
 				case o.Action == recovery.RolledBack && o.Fence > 0:
-					a.printf("%s: operation %s rolled back: it committed nothing; abort version %s fences its transactions, so none can commit later; %s deleted\n",
-						o.Table, o.Operation, thousandsU(o.Fence), plural(len(o.DeletedFiles), "data file"))
+					a.printf("%s: operation %s rolled back: it committed nothing; abort version %d fences its transactions, so none can commit later; %s deleted\n",
+						o.Table, o.Operation, o.Fence, plural(len(o.DeletedFiles), "data file"))
 				case o.Action == recovery.RolledBack:
 					a.printf("%s: operation %s rolled back: it committed nothing; %s deleted\n", o.Table, o.Operation, plural(len(o.DeletedFiles), "data file"))
 				case o.Action == recovery.SkippedYoung:

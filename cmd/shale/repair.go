@@ -79,7 +79,7 @@ repair never writes, rewrites or deletes data; it only moves the published point
 				return errs[0]
 			}
 			if len(errs) > 1 {
-				return fmt.Errorf("%d tables refused: %w", len(errs), errors.Join(errs...))
+				return fmt.Errorf("%s refused: %w", plural(len(errs), "table"), errors.Join(errs...))
 			}
 			return nil
 		},
@@ -111,7 +111,7 @@ func (a *app) printRepair(r repair.Result, err error, named bool) {
 		a.printf("%s: CORRUPT: published version %d is above HEAD %d\n", r.Table, r.Published, r.Head)
 		return
 	}
-	a.printf("%s: published %d, HEAD %d: %d unpublished version(s)\n", r.Table, r.Published, r.Head, len(r.Versions))
+	a.printf("%s: published %d, HEAD %d: %s\n", r.Table, r.Published, r.Head, plural(len(r.Versions), "unpublished version"))
 	for _, v := range r.Versions {
 		owner := ""
 		if v.Sidecar != "" {

@@ -229,7 +229,7 @@ sync" only with no drift, no fault, no pending sidecar and no hold. status only 
 			} else {
 				grid := [][]string{{"TABLE", "HEAD", "PUBLISHED", "DRIFT", "SIDECARS", "HOLDS", "STATE"}}
 				for _, r := range rows {
-					grid = append(grid, []string{r.Table, thousandsU(r.Head), thousandsU(r.Published), thousandsU(r.Drift),
+					grid = append(grid, []string{r.Table, fmt.Sprint(r.Head), fmt.Sprint(r.Published), thousandsU(r.Drift),
 						thousands(int64(r.PendingSidecars)), thousands(int64(len(r.Holds))), r.State})
 				}
 				a.printGrid(grid, map[int]bool{1: true, 2: true, 3: true, 4: true, 5: true})
@@ -249,8 +249,8 @@ func (a *app) printMaintenance(m maintenance, now time.Time) {
 			if catalog.HolderExited(h.Holder) {
 				holder += ", which has exited: the hold goes when its lease expires, within " + catalog.DefaultHoldTTL.String()
 			}
-			a.printf("  %s: %s %s keeps version %s and up, since %s ago (%s)\n",
-				h.Table, h.Kind, h.ID, thousandsU(h.Version), now.Sub(h.Started).Round(time.Second), holder)
+			a.printf("  %s: %s %s keeps version %d and up, since %s ago (%s)\n",
+				h.Table, h.Kind, h.ID, h.Version, now.Sub(h.Started).Round(time.Second), holder)
 		}
 	}
 	if len(m.sidecars) == 0 {

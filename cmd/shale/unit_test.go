@@ -128,3 +128,25 @@ func TestJoinExistingEtcd(t *testing.T) {
 	}
 	other.fails(1, []string{"cannot connect to etcd"}, "status", "--etcd", "127.0.0.1:1", "--store", store)
 }
+
+// TestPluralAndThousands: counts in CLI output take the singular only for one, and
+// thousands separators from 1,000 on.
+func TestPluralAndThousands(t *testing.T) {
+	for _, tc := range []struct {
+		got, want string
+	}{
+		{plural(0, "row"), "0 rows"},
+		{plural(1, "row"), "1 row"},
+		{plural(2, "data file"), "2 data files"},
+		{plural(int64(1501), "row"), "1,501 rows"},
+		{plural(uint64(3_000_000), "version"), "3,000,000 versions"},
+		{plural(uint64(1<<63), "byte"), "9,223,372,036,854,775,808 bytes"},
+		{plural(-1, "row"), "-1 rows"},
+		{pluralWord(1, "version"), "version"},
+		{pluralWord(3, "version"), "versions"},
+	} {
+		if tc.got != tc.want {
+			t.Fatalf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}

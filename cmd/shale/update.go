@@ -60,7 +60,7 @@ COLUMN=EXPRESSION, a SQL value expression over the row as it was before the upda
 				a.printf("No rows of %s match; nothing committed (version %d)\n", t.Name(), res.Version)
 				return nil
 			}
-			a.printf("Updated %s rows of %s: version %d, %s\n", thousands(res.Rows), t.Name(), res.Version, seconds(elapsed))
+			a.printf("Updated %s of %s: version %d, %s\n", plural(res.Rows, "row"), t.Name(), res.Version, seconds(elapsed))
 			return nil
 		},
 	}

@@ -99,8 +99,9 @@ func (a *app) printVerify(rep *verify.Report) {
 		for i, v := range t.Deep {
 			deep[i] = fmt.Sprint(v)
 		}
-		a.printf("%s: HEAD %d, published %s, %d manifest(s); read version(s) %s: %d data file(s), %d deletion vector(s), %d bytes\n",
-			t.Table, t.Head, pub, t.Versions, strings.Join(deep, ","), t.DataFiles, t.Deletions, t.Bytes)
+		a.printf("%s: HEAD %d, published %s, %s; read %s %s: %s, %s, %s\n",
+			t.Table, t.Head, pub, plural(t.Versions, "manifest"), pluralWord(len(deep), "version"), strings.Join(deep, ","),
+			plural(t.DataFiles, "data file"), plural(t.Deletions, "deletion vector"), humanBytes(t.Bytes))
 	}
 	for _, n := range rep.Notes {
 		a.printf("note:  %s\n", n)
@@ -109,8 +110,8 @@ func (a *app) printVerify(rep *verify.Report) {
 		a.printf("FAULT: %s\n", f)
 	}
 	if rep.OK() {
-		a.printf("verified %d table(s): no faults\n", len(rep.Tables))
+		a.printf("verified %s: no faults\n", plural(len(rep.Tables), "table"))
 	} else {
-		a.printf("verified %d table(s): %d fault(s)\n", len(rep.Tables), len(rep.Faults))
+		a.printf("verified %s: %s\n", plural(len(rep.Tables), "table"), plural(len(rep.Faults), "fault"))
 	}
 }

@@ -37,7 +37,7 @@ func TestVerifyCommand(t *testing.T) {
 	// The fault line and the summary give the damaged file's size in the store, not 0.
 	size := fmt.Sprintf("%d bytes", len(b))
 	if !strings.Contains(r.stdout, filepath.Base(files[0])+" ("+size+"): data file") ||
-		!strings.Contains(r.stdout, "1 data file(s), 1 deletion vector(s), ") || strings.Contains(r.stdout, " 0 bytes") {
+		!strings.Contains(r.stdout, "1 data file, 1 deletion vector, ") || strings.Contains(r.stdout, "deletion vector, 0 B") {
 		t.Fatalf("verify of a corrupt file does not give its size %s:\n%v", size, r)
 	}
 	// Truncated: the fault gives the stored size and the manifest's.

@@ -74,7 +74,7 @@ func (a *app) printVersions(vs []engine.VersionInfo) {
 			pub = "no"
 		}
 		rows = append(rows, []string{fmt.Sprint(v.Version), string(v.Operation), v.Time.Format("2006-01-02 15:04:05"),
-			thousands(v.Rows), fmt.Sprint(v.Fragments), pub, v.Transaction})
+			thousands(v.Rows), thousands(int64(v.Fragments)), pub, v.Transaction})
 	}
 	a.printGrid(rows, map[int]bool{0: true, 3: true, 4: true})
 }
