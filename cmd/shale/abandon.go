@@ -31,6 +31,9 @@ type abandoned struct {
 	fence uint64
 	// kept says why nothing was cleaned up ("" when something was).
 	kept string
+	// tableKept says why a table this import created was not dropped, though nothing
+	// else was written to it ("" when dropped, or written to by another writer).
+	tableKept string
 }
 
 // abandonImport undoes what an import that failed with err (or was interrupted) wrote, as
@@ -86,10 +89,10 @@ func (a *app) abandonImport(ctx context.Context, db *engine.DB, t *engine.Table,
 			return out
 		}
 		if !errors.Is(derr, engine.ErrTableChanged) {
-			out.kept = fmt.Sprintf("dropping the table it created failed: %v", derr)
-			return out
+			out.tableKept = fmt.Sprintf("table %s, which this import created, stays (%v)", table, derr)
 		}
-		// Another writer committed to the table meanwhile: it stays; only our files go.
+		// Otherwise another writer committed to the table meanwhile: it stays, and only
+		// our files go.
 	}
 	n, derr := deletePrefix(ctx, db, manifest.TxnDataDir(table, txn.ID)+"/")
 	out.files = n
@@ -166,10 +169,15 @@ func (ab abandoned) describe(table string) string {
 		return fmt.Sprintf("it had committed already, as version %d of %s", ab.version, table)
 	case ab.dropped:
 		return fmt.Sprintf("nothing was imported; table %s, which this import had created, was dropped again", table)
+	case ab.kept != "" && ab.tableKept != "":
+		return "its files were left for gc: " + ab.kept + "; " + ab.tableKept
 	case ab.kept != "":
 		return "its files were left for gc: " + ab.kept
 	}
 	s := "nothing was imported"
+	if ab.tableKept != "" {
+		s += "; " + ab.tableKept
+	}
 	if ab.fence > 0 {
 		s += fmt.Sprintf(" (abort version %d fences it)", ab.fence)
 	}
