@@ -323,6 +323,7 @@ func (p *scanPlan) useIndexes(ctx context.Context) error {
 // indexBatchFraction: the indexes' candidate rows are used only when they lie in at most
 // this fraction of the batches statistics pruning leaves.
 const indexBatchFraction = 0.8
+
 // ScanPlan is what a scan does, as the planner decided it (Table.Explain).
 type ScanPlan struct {
 	// Filter is the WHERE expression as bound ("" for none).
