@@ -10,7 +10,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/shale-db/shale/engine"
-	"github.com/shale-db/shale/internal/fragment"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
 	"github.com/shale-db/shale/store"
@@ -46,7 +45,7 @@ type Executor struct {
 	Store   store.Store
 	Catalog *catalog.Catalog // nil: commit without publishing (a bare store)
 	// Write tunes the new data files; MaxRowsPerFile defaults to the plan's TargetRows.
-	Write fragment.WriterOptions
+	Write engine.WriteOptions
 	// Commit bounds the commit loop (its Groups resolver is set by the executor when a
 	// catalog is present).
 	Commit manifest.CommitOptions

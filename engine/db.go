@@ -16,7 +16,6 @@ import (
 	"github.com/oklog/ulid/v2"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/shale-db/shale/internal/fragment"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
 	"github.com/shale-db/shale/store"
@@ -34,8 +33,9 @@ type Options struct {
 	Etcd *clientv3.Client
 	// CatalogPrefix is the etcd key prefix (default "/shale").
 	CatalogPrefix string
-	// Write tunes data files (compression, rows per batch and per file).
-	Write fragment.WriterOptions
+	// Write tunes the data files writes store (codec, rows per batch and per file; see
+	// WriteOptions). Compaction rewrites with the same options.
+	Write WriteOptions
 	// Commit bounds the commit loop.
 	Commit manifest.CommitOptions
 	// Allocator for Arrow memory (default memory.DefaultAllocator).

@@ -5,8 +5,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-
-	"github.com/shale-db/shale/internal/fragment"
 )
 
 // Manifest describes a table at one version. It is immutable once committed.
@@ -121,10 +119,10 @@ func (m *Manifest) ContentVersion() uint64 {
 // columns, plus an optional deletion vector. Row offsets run 0..PhysicalRows-1; a row's
 // address is ID<<32 | offset.
 type Fragment struct {
-	ID           uint32              `cbor:"1,keyasint,omitempty"`
-	Files        []fragment.DataFile `cbor:"2,keyasint,omitempty"`
-	PhysicalRows int64               `cbor:"3,keyasint,omitempty"`
-	Deletion     *DeletionFile       `cbor:"4,keyasint,omitempty"`
+	ID           uint32        `cbor:"1,keyasint,omitempty"`
+	Files        []DataFile    `cbor:"2,keyasint,omitempty"`
+	PhysicalRows int64         `cbor:"3,keyasint,omitempty"`
+	Deletion     *DeletionFile `cbor:"4,keyasint,omitempty"`
 }
 
 // DeletionFile names a fragment's deletion vector: a roaring bitmap of deleted row offsets.

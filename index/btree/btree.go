@@ -48,7 +48,7 @@ type Lookup struct {
 	Type     []byte            `cbor:"1,keyasint"` // the indexed column's type: an Arrow IPC schema message of one field
 	PageRows int               `cbor:"2,keyasint"`
 	Rows     int64             `cbor:"3,keyasint"`
-	Pages    fragment.DataFile `cbor:"4,keyasint"` // the pages file; Batches[i] is page i with its statistics
+	Pages    manifest.DataFile `cbor:"4,keyasint"` // the pages file; Batches[i] is page i with its statistics
 }
 
 // Chunk is a run of values with their row addresses (fragment id << 32 | row offset).
@@ -60,7 +60,7 @@ type Chunk struct {
 // BuildOptions tune Build. Zero values take the defaults.
 type BuildOptions struct {
 	PageRows  int // rows per page (DefaultPageRows)
-	Write     fragment.WriterOptions
+	Write     manifest.WriteOptions
 	Allocator memory.Allocator // default memory.DefaultAllocator
 }
 
@@ -271,7 +271,7 @@ func (r *Reader) Pages(column string, cond *filter.Expr) []int {
 
 // Search returns the row addresses whose value satisfies cond, a condition on column
 // alone (filter.Expr.Implied), reading only the pages whose bounds may satisfy it.
-// Errors: corruption of the pages file (fragment.ErrCorrupt naming its key), store
+// Errors: corruption of the pages file (manifest.ErrCorrupt naming its key), store
 // errors, evaluation errors.
 func (r *Reader) Search(ctx context.Context, column string, cond *filter.Expr) (*roaring64.Bitmap, Stats, error) {
 	st := Stats{Pages: len(r.lk.Pages.Batches)}

@@ -36,7 +36,7 @@ type Zone struct {
 	Fragment uint32                 `cbor:"1,keyasint"`
 	Start    uint32                 `cbor:"2,keyasint,omitempty"`
 	Rows     uint32                 `cbor:"3,keyasint"`
-	Stats    []fragment.ColumnStats `cbor:"4,keyasint"` // one per Map.FieldIDs, in that order
+	Stats    []manifest.ColumnStats `cbor:"4,keyasint"` // one per Map.FieldIDs, in that order
 }
 
 // Map is a stored zone map.
