@@ -72,7 +72,11 @@ type Options struct {
 	WriteHoldAfter time.Duration
 }
 
-// DB is a set of tables in one store.
+// DB is a set of tables in one store, with the etcd catalog that publishes them when
+// Options.Etcd is set. Open one per store and share it: a DB is safe for concurrent use
+// by any number of goroutines, and any number of DBs in other processes and machines may
+// open the same store and etcd at once. A DB holds no resources of its own to close; close
+// the store and the etcd client it was opened with when done.
 type DB struct {
 	store   store.Store
 	cat     *catalog.Catalog
@@ -476,10 +480,10 @@ func (db *DB) Tables(ctx context.Context) ([]string, error) { return manifest.Ta
 
 // TableStatus compares a table's HEAD with its published version.
 type TableStatus struct {
-	Table     string
-	Head      uint64
-	Published uint64 // 0 = never published (or no catalog)
-	Drift     uint64 // Head - Published when Head > Published
+	Table     string // table name
+	Head      uint64 // the highest version committed in the store
+	Published uint64 // the version the catalog directs readers to; 0 = never published (or no catalog)
+	Drift     uint64 // Head - Published when Head > Published: committed work not yet published
 }
 
 // Status reports HEAD and the published version of every table. HEAD below the published

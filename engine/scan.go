@@ -63,10 +63,10 @@ type scanPlan struct {
 	force     bool // ScanOptions.forceIndexes
 }
 
-// ScanStats count what a scan's statistics pruning skipped.
+// ScanStats count what a scan's pruning skipped (ScanPlan has the same counts and more).
 type ScanStats struct {
-	Fragments, FragmentsPruned int
-	Batches, BatchesPruned     int
+	Fragments, FragmentsPruned int // fragments of the version; of those, skipped whole (no live rows, or statistics exclude every row)
+	Batches, BatchesPruned     int // record batches of the fragments kept; of those, skipped by statistics or an index
 }
 
 func (t *Table) plan(ctx context.Context, opts ScanOptions) (*scanPlan, error) {
@@ -408,7 +408,9 @@ func countTrue(m *array.Boolean) int64 {
 
 // Scanner streams a scan's result as Arrow record batches; it implements
 // array.RecordReader. Batches are read and decoded ScanParallelism at a time and returned in
-// table order. Call Err after Next returns false, and Release when done.
+// table order. Call Err after Next returns false, and Release when done. A Scanner is used
+// by one goroutine (it reads ahead on its own goroutines); the batch RecordBatch returns
+// is valid until the next Next, so Retain it to keep it longer.
 type Scanner struct {
 	plan    *scanPlan
 	state   *scanState
