@@ -22,7 +22,7 @@ import (
 
 // TableHead is one table as a listing of the store shows it.
 type TableHead struct {
-	Table string
+	Table string // the table name (its top-level prefix in the store)
 	// Head is the highest version with an object under _versions/.
 	Head uint64
 	// Dropped: HEAD is a drop marker (the table was dropped).

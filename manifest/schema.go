@@ -12,8 +12,8 @@ import (
 // IPC stream holding only the schema message, so any Arrow implementation can read it.
 // FieldIDs[i] is the id of top-level field i; ids are never reused after a field is dropped.
 type Schema struct {
-	IPC      []byte
-	FieldIDs []int32
+	IPC      []byte  // an Arrow IPC stream of the schema message alone (Arrow decodes it)
+	FieldIDs []int32 // FieldIDs[i] is the id of top-level field i
 
 	arrow *arrow.Schema // decoded IPC, cached
 }

@@ -29,11 +29,12 @@ import (
 type GroupState int
 
 const (
-	GroupAborted GroupState = iota
-	GroupPending
-	GroupCommitted
+	GroupAborted   GroupState = iota // aborted, or its key is gone: its prepared versions count as empty
+	GroupPending                     // still being decided: readers and writers that meet it wait
+	GroupCommitted                   // committed: its prepared versions are part of their tables
 )
 
+// String returns "aborted", "pending" or "committed".
 func (s GroupState) String() string {
 	switch s {
 	case GroupPending:
@@ -141,8 +142,8 @@ func (c *Catalog) CommitGroup(ctx context.Context, id string, updates []Update) 
 // pending it waits with jittered backoff (2 ms doubling to 100 ms) and aborts a group still
 // pending after Timeout (AbortGroup; a group that committed meanwhile stays committed).
 type GroupWaiter struct {
-	Catalog *Catalog
-	Timeout time.Duration
+	Catalog *Catalog      // the catalog holding the group keys
+	Timeout time.Duration // how long a pending group is waited for before it is aborted
 }
 
 // Committed reports whether group id committed. Errors: etcd failures, ctx's error.
