@@ -46,29 +46,29 @@ var magicLookup = [4]byte{'S', 'H', 'B', 'T'}
 // Lookup is the stored lookup of a BTree.
 type Lookup struct {
 	Type     []byte            `cbor:"1,keyasint"` // the indexed column's type: an Arrow IPC schema message of one field
-	PageRows int               `cbor:"2,keyasint"`
-	Rows     int64             `cbor:"3,keyasint"`
+	PageRows int               `cbor:"2,keyasint"` // rows per page (every page but the last is full)
+	Rows     int64             `cbor:"3,keyasint"` // (value, address) pairs indexed: the covered fragments' physical rows
 	Pages    manifest.DataFile `cbor:"4,keyasint"` // the pages file; Batches[i] is page i with its statistics
 }
 
 // Chunk is a run of values with their row addresses (fragment id << 32 | row offset).
 type Chunk struct {
-	Values arrow.Array
-	Addrs  []uint64
+	Values arrow.Array // the indexed column's values (nulls allowed); Build does not retain or release it
+	Addrs  []uint64    // one row address per value, same length as Values
 }
 
 // BuildOptions tune Build. Zero values take the defaults.
 type BuildOptions struct {
-	PageRows  int // rows per page (DefaultPageRows)
-	Write     manifest.WriteOptions
-	Allocator memory.Allocator // default memory.DefaultAllocator
+	PageRows  int                   // rows per page (DefaultPageRows)
+	Write     manifest.WriteOptions // codec of the pages file (rows per batch and per file are set by Build)
+	Allocator memory.Allocator      // default memory.DefaultAllocator
 }
 
 // Built is what Build stored.
 type Built struct {
 	Files  []string // the lookup, then the pages file (none for no rows), keys relative to the store root
-	Lookup Lookup
-	Bytes  int64
+	Lookup Lookup   // the lookup as stored
+	Bytes  int64    // bytes stored: the lookup and the pages file
 }
 
 // Build sorts the values of chunks (field's type) with their row addresses and stores
