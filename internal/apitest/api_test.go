@@ -347,3 +347,34 @@ func TestPublicAPINamesNoInternalTypes(t *testing.T) {
 		t.Errorf("%d exported declarations name internal types (alias them in a public package):\n\t%s", len(leaks), strings.Join(leaks, "\n\t"))
 	}
 }
+
+// TestPublicPackagesHaveExamples: every public library package has at least one Example
+// function in its tests (issue 9: an example per public package, runnable documentation).
+func TestPublicPackagesHaveExamples(t *testing.T) {
+	root := moduleRoot(t)
+	for _, p := range publicPackages(t) {
+		if slices.Contains(notLibrary, p.dir) {
+			continue
+		}
+		files, err := filepath.Glob(filepath.Join(root, filepath.FromSlash(p.dir), "*_test.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		fset := token.NewFileSet()
+		for _, name := range files {
+			f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range f.Decls {
+				if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv == nil && strings.HasPrefix(fd.Name.Name, "Example") {
+					found = true
+				}
+			}
+		}
+		if !found {
+			t.Errorf("package %s (%s) has no Example function", p.name, p.dir)
+		}
+	}
+}
