@@ -98,7 +98,8 @@ type Stats struct {
 	BytesWritten     int64 // data file bytes of the new fragments
 }
 
-// Compact plans and runs one compaction of table with New(db)'s defaults.
+// Compact plans and runs one compaction of table with New(db)'s defaults (no recovery
+// sidecar: use recovery.Enable(New(db)).Run for crash safety). Errors: as Executor.Run.
 func Compact(ctx context.Context, db *engine.DB, table string, opts Options) (Stats, error) {
 	return New(db).Run(ctx, table, opts)
 }
@@ -132,7 +133,8 @@ func (e *Executor) Head(ctx context.Context, table string) (*manifest.Manifest, 
 	return manifest.CatchUp(ctx, e.Store, table, m, e.groups())
 }
 
-// Plan plans a compaction of table at HEAD (see Head and NewPlan) without writing.
+// Plan plans a compaction of table at HEAD (see Head and NewPlan) without writing: a dry
+// run. Errors: as Head.
 func (e *Executor) Plan(ctx context.Context, table string, opts Options) (*Plan, error) {
 	m, err := e.Head(ctx, table)
 	if err != nil {

@@ -90,7 +90,9 @@ type DB struct {
 
 // Open opens the tables of store s. With opts.Etcd it reads (or creates) the store's id and
 // uses the catalog under <prefix>/stores/<id>. Cost: one GET (plus one put-if-absent the
-// first time a store is used).
+// first time a store is used); no etcd request; none at all without opts.Etcd. The DB
+// does not own s or the etcd client: close them after the last use of the DB.
+// Errors: store errors reading or creating the store id (*store.Error).
 func Open(ctx context.Context, s store.Store, opts Options) (*DB, error) {
 	if opts.CatalogPrefix == "" {
 		opts.CatalogPrefix = "/shale"
@@ -474,8 +476,9 @@ func (db *DB) latest(ctx context.Context, name string) (*manifest.Manifest, erro
 	return manifest.LoadHead(ctx, db.store, name)
 }
 
-// Tables lists the tables in the store (a dropped table, whose HEAD is its drop marker,
-// is not one). Cost: one LIST plus one GET per table.
+// Tables lists the tables in the store in name order (a dropped table, whose HEAD is its
+// drop marker, is not one). Cost: one LIST plus one GET per table. Errors: store errors
+// (a HEAD that does not decode is listed; verify reports it).
 func (db *DB) Tables(ctx context.Context) ([]string, error) { return manifest.Tables(ctx, db.store) }
 
 // TableStatus compares a table's HEAD with its published version.

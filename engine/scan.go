@@ -428,7 +428,15 @@ type scanResult struct {
 	err error
 }
 
-// Scan returns the rows of this handle's version selected by opts.
+// Scan returns the rows of this handle's version selected by opts. Planning (before Scan
+// returns) prunes fragments and batches by statistics and indexes and reads no data file;
+// the Scanner then reads the batches left, ScanParallelism at a time, with range requests.
+// Errors from Scan: filter.ErrSyntax, filter.ErrUnknownColumn (a filter or Columns name,
+// with the table's columns listed), filter.ErrType, filter.ErrUnsupported, and index
+// read errors. Errors from Scanner.Err: *manifest.ObjectError naming the table, version
+// and data file, wrapping manifest.ErrCorrupt (bytes that fail their checksum or schema
+// check), a store error (store.ErrNotFound when garbage collection deleted a file of an
+// old version nobody pinned: see Pin), or ErrInternal; ctx's error when it ends.
 func (t *Table) Scan(ctx context.Context, opts ScanOptions) (*Scanner, error) {
 	p, err := t.plan(ctx, opts)
 	if err != nil {
@@ -578,8 +586,9 @@ func (s *Scanner) Release() {
 	s.state.close()
 }
 
-// Count returns the number of live rows matching filter ("" = all rows, answered from the
-// manifest without reading data).
+// Count returns the number of live rows of this version matching where ("" = all rows,
+// answered from the manifest without any request). A filter reads only the filter's
+// columns of the batches statistics cannot prune. Errors: as Scan and Scanner.Err.
 func (t *Table) Count(ctx context.Context, where string) (int64, error) {
 	if where == "" {
 		return t.m.LiveRows(), nil

@@ -45,7 +45,11 @@ func (t *Table) Manifest() *manifest.Manifest { return t.m }
 // Schema is the table's Arrow schema at this version.
 func (t *Table) Schema() *arrow.Schema { return t.m.Schema.MustArrow() }
 
-// Refresh moves the handle to the latest published version (HEAD without a catalog).
+// Refresh moves the handle to the latest published version (HEAD without a catalog, or
+// when the table was never published), and makes a read-only handle writable again.
+// Cost: one etcd read and one manifest GET. Errors: manifest.ErrTableNotFound (and
+// ErrTableDropped) when the table is gone, corruption errors naming the manifest, catalog
+// and store errors; the handle is unchanged on error.
 func (t *Table) Refresh(ctx context.Context) error {
 	m, err := t.db.latest(ctx, t.name)
 	if err != nil {
@@ -97,7 +101,8 @@ type VersionInfo struct {
 // prepared version of an aborted multi-table group is listed with Aborted set and the
 // rows of the version it reads as. A pending group is not waited for: its versions are
 // listed unpublished and not aborted. Versions of earlier incarnations of the table (it
-// was dropped and created again) and drop markers are not listed.
+// was dropped and created again) and drop markers are not listed. Errors: store errors,
+// corruption errors naming a manifest, catalog errors reading a group's state.
 func (t *Table) Versions(ctx context.Context) ([]VersionInfo, error) {
 	vs, err := manifest.Versions(ctx, t.db.store, t.name)
 	if err != nil {

@@ -191,6 +191,7 @@ func Run(ctx context.Context, s store.Store, cat *catalog.Catalog, table string,
 
 // RunWithRecover is Run with explicit options for the recovery.Recover it runs first
 // (MinAge: only sidecars older than that are resolved; default recovery.DefaultMinAge).
+// Errors: as Run.
 func RunWithRecover(ctx context.Context, s store.Store, cat *catalog.Catalog, table string, p Policy, ro recovery.Options) (Report, error) {
 	p = p.withDefaults()
 	rep := Report{DryRun: p.DryRun}

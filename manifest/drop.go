@@ -33,7 +33,8 @@ type TableHead struct {
 
 // ListTables lists the top-level directories of a store that hold a manifest, in name
 // order, with each one's HEAD and whether it is a drop marker: one LIST of the store plus
-// one GET per table (see HeadsOf).
+// one GET per table (see HeadsOf). Errors: store errors other than not found; a HEAD that
+// cannot be decoded counts as not dropped rather than failing the listing.
 func ListTables(ctx context.Context, s store.Store) ([]TableHead, error) {
 	objs, err := s.List(ctx, "", 0)
 	if err != nil {

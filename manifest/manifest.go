@@ -177,7 +177,8 @@ func (m *Manifest) Dropped() bool { return m.Txn.Op.Kind == OpDrop }
 // Key is the object key of this manifest.
 func (m *Manifest) Key() string { return ManifestKey(m.Table, m.Version) }
 
-// Encode returns the manifest's framed binary encoding.
+// Encode returns the manifest's framed binary encoding (see Frame): what Commit stores at
+// Key. Errors: a field that does not encode as CBOR.
 func (m *Manifest) Encode() ([]byte, error) {
 	b, err := frame(magicManifest, m)
 	if err != nil {

@@ -242,12 +242,15 @@ type txnRecord struct {
 	Txn     Transaction
 }
 
-// EncodeTransaction frames the record of txn attempted as version v of table.
+// EncodeTransaction frames the record of txn attempted as version v of table, as stored at
+// TxnKey. Errors: a field that does not encode as CBOR.
 func EncodeTransaction(table string, v uint64, txn Transaction) ([]byte, error) {
 	return frame(magicTxn, txnRecord{Table: table, Version: v, Txn: txn})
 }
 
-// DecodeTransaction decodes a transaction record read from key.
+// DecodeTransaction decodes a transaction record read from key and returns the version it
+// was attempted as and the transaction. Errors: *ObjectError wrapping ErrCorrupt,
+// ErrFormatTooNew or ErrFormatTooOld.
 func DecodeTransaction(table, key string, b []byte) (uint64, Transaction, error) {
 	var r txnRecord
 	if err := unframe(magicTxn, b, &r); err != nil {

@@ -223,6 +223,7 @@ func ProbePreconditions(ctx context.Context, s Store) error {
 // writes as multipart uploads: it catches an S3-compatible store that honours
 // If-None-Match on PutObject but not on CompleteMultipartUpload (the small probe cannot).
 // It uploads about 32 MiB and reads back 16 MiB. Open runs it when Options.ProbeLarge.
+// Errors: ErrPreconditionsIgnored, or the store error of a probe request.
 func ProbeLargePreconditions(ctx context.Context, s Store) error {
 	first := make([]byte, LargeProbeSize)
 	second := make([]byte, LargeProbeSize)

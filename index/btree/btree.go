@@ -207,7 +207,8 @@ func ReadLookup(ctx context.Context, s store.Store, key string) (Lookup, error) 
 	return lk, nil
 }
 
-// ValueType decodes the indexed column's type.
+// ValueType decodes the indexed column's type. Errors: manifest.ErrCorrupt when Type is
+// not a one-field Arrow IPC schema message.
 func (lk Lookup) ValueType() (arrow.DataType, error) {
 	sc := manifest.Schema{IPC: lk.Type, FieldIDs: []int32{0}}
 	a, err := sc.Arrow()
@@ -230,6 +231,7 @@ type Reader struct {
 }
 
 // NewReader returns a Reader of the BTree whose lookup is lk (from ReadLookup or Build).
+// It makes no request; mem nil means memory.DefaultAllocator. Errors: as ValueType.
 func NewReader(s store.Store, lk Lookup, mem memory.Allocator) (*Reader, error) {
 	typ, err := lk.ValueType()
 	if err != nil {
@@ -344,7 +346,8 @@ func (r *Reader) readPage(fr *fragment.FileReader, p int) (arrow.RecordBatch, er
 	return rec, nil
 }
 
-// Close releases the cached pages file.
+// Close releases the cached pages file (no request). A search after Close reopens it.
+// Errors: none in practice (the reader's close error).
 func (r *Reader) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

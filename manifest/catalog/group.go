@@ -91,7 +91,8 @@ func (c *Catalog) BeginGroup(ctx context.Context, id string, ttl time.Duration) 
 	return cancel, nil
 }
 
-// GroupState reads the state of group id (absent = aborted).
+// GroupState reads the state of group id (absent = aborted): one etcd read. Errors: as
+// *Error wrapping ErrEtcd.
 func (c *Catalog) GroupState(ctx context.Context, id string) (GroupState, error) {
 	return c.groupState(ctx, c.GroupKey(id))
 }
@@ -114,7 +115,8 @@ func (c *Catalog) groupState(ctx context.Context, key string) (GroupState, error
 }
 
 // AbortGroup aborts group id if it is still pending and returns the state that holds
-// afterwards (a committed group stays committed).
+// afterwards (a committed group stays committed): one etcd transaction comparing the
+// group key's value. Errors: as *Error wrapping ErrEtcd; the state is then unknown.
 func (c *Catalog) AbortGroup(ctx context.Context, id string) (GroupState, error) {
 	key := c.GroupKey(id)
 	r, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.Value(key), "=", groupPending)).
