@@ -44,23 +44,40 @@ import (
 
 // Errors returned by Parse (and by Evaluate when a batch does not fit the
 // bound schema), always wrapped with detail: the position and the text near
-// a syntax error, the column name, the offending expression.
+// a syntax error, the column name, the offending expression. Their text does
+// not say "filter" (the same errors come from value expressions and column
+// lists); the caller adds what the text was (WHERE …, SET …).
 var (
 	// ErrSyntax: the text is not a WHERE expression (malformed, or it has
 	// more than the expression: a second statement, ORDER BY, LIMIT, …).
-	ErrSyntax = errors.New("filter: syntax error")
+	ErrSyntax = errors.New("syntax error")
 	// ErrUnknownColumn: a referenced column is not in the schema (or is ambiguous).
-	ErrUnknownColumn = errors.New("filter: unknown column")
+	ErrUnknownColumn = errors.New("unknown column")
 	// ErrType: a literal or column cannot be compared with a column's type
 	// ('abc' with an int column), or a non-boolean is used as a condition.
-	ErrType = errors.New("filter: type mismatch")
+	ErrType = errors.New("type mismatch")
 	// ErrUnsupported: valid SQL the filter does not evaluate (functions
 	// other than COALESCE/IFNULL, subqueries, XOR, <=>, ILIKE, hex literals, …).
-	ErrUnsupported = errors.New("filter: unsupported expression")
+	ErrUnsupported = errors.New("unsupported expression")
 	// ErrArithmetic: evaluating a value expression overflowed its type or
 	// divided by zero (returned by Evaluate, naming the expression).
-	ErrArithmetic = errors.New("filter: arithmetic error")
+	ErrArithmetic = errors.New("arithmetic error")
 )
+
+// classed is an error with its own text that matches one of the errors above
+// (errors.Is), for messages that read better without the class's name as a
+// prefix ("division by zero in a / b", "ambiguous column x").
+type classed struct {
+	class error
+	msg   string
+}
+
+func (e *classed) Error() string { return e.msg }
+func (e *classed) Unwrap() error { return e.class }
+
+func classf(class error, format string, args ...any) error {
+	return &classed{class: class, msg: fmt.Sprintf(format, args...)}
+}
 
 // Expr is a WHERE expression bound to a schema. It is immutable and safe
 // for concurrent use.
