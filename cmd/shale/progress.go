@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 )
 
 // plainProgressEvery is the interval between plain progress lines (stderr not a terminal).
@@ -26,14 +27,11 @@ type progress struct {
 	lastLine  time.Time
 }
 
-// isTerminal reports whether w is a character device (a terminal).
+// isTerminal reports whether w is a terminal. /dev/null is a character device too, but
+// not a terminal (isatty: the terminal ioctl fails on it).
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 func newProgress(w io.Writer, label string, totalRows, totalSize int64) *progress {
