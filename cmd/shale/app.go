@@ -83,7 +83,7 @@ func (a *app) rootCommand() *cobra.Command {
 			// Commands that only read open the store without the put-if-absent probe, so a
 			// read-only store (or read-only credentials) can still be queried.
 			switch cmd.Name() {
-			case "query", "versions", "inspect", "status", "verify":
+			case "query", "versions", "inspect", "status", "verify", "export":
 				a.readOnly = true
 			}
 			return a.resolveHome()
@@ -103,6 +103,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.createCommand(),
 		a.importCommand(),
 		a.queryCommand(),
+		a.exportCommand(),
 		a.deleteCommand(),
 		a.updateCommand(),
 		a.versionsCommand(),
