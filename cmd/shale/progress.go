@@ -47,9 +47,12 @@ func newProgress(w io.Writer, label string, totalRows, totalSize int64) *progres
 			progressbar.OptionSetPredictTime(true),
 			progressbar.OptionClearOnFinish(),
 		}
-		if totalRows > 0 {
+		switch {
+		case totalRows <= 0 && totalSize <= 0: // standard input: the size is unknown
+			p.bar = progressbar.NewOptions64(-1, opts...)
+		case totalRows > 0:
 			p.bar = progressbar.NewOptions64(totalRows, append(opts, progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("rows"))...)
-		} else {
+		default:
 			p.bar = progressbar.NewOptions64(totalSize, append(opts, progressbar.OptionShowBytes(true))...)
 		}
 	}
@@ -61,8 +64,11 @@ func (p *progress) update(rows, bytes int64) {
 	if p.bar != nil {
 		if p.totalRows > 0 {
 			p.bar.Set64(min(rows, p.totalRows))
-		} else {
+		} else if p.totalSize > 0 {
 			p.bar.Set64(min(bytes, p.totalSize))
+			p.bar.Describe(fmt.Sprintf("%s (%s rows)", p.label, thousands(rows)))
+		} else { // standard input: a spinner with the bytes read
+			p.bar.Set64(bytes)
 			p.bar.Describe(fmt.Sprintf("%s (%s rows)", p.label, thousands(rows)))
 		}
 		return
@@ -72,12 +78,16 @@ func (p *progress) update(rows, bytes int64) {
 		return
 	}
 	p.lastLine = now
-	pct := 0.0
+	pct := -1.0
 	switch {
 	case p.totalRows > 0:
 		pct = 100 * float64(rows) / float64(p.totalRows)
 	case p.totalSize > 0:
 		pct = 100 * float64(min(bytes, p.totalSize)) / float64(p.totalSize)
+	}
+	if pct < 0 { // standard input: the size is unknown
+		fmt.Fprintf(p.w, "%s: %s rows, %s\n", p.label, thousands(rows), seconds(now.Sub(p.start)))
+		return
 	}
 	fmt.Fprintf(p.w, "%s: %s rows (%.0f%%), %s\n", p.label, thousands(rows), pct, seconds(now.Sub(p.start)))
 }
