@@ -68,7 +68,9 @@ so a failed export leaves no partial file (an existing FILE is replaced); the fo
 then defaults from its extension (.parquet, .arrow/.feather/.ipc, .csv), and a line (or
 with --json an object) says what was written. Without -o the rows go to stdout and
 nothing else does; parquet and arrow are refused when stdout is a terminal.
---where and --columns select rows and columns as in 'shale query'.`,
+--where and --columns select rows and columns as in 'shale query'.
+
+` + whereHelp,
 		Example: `  shale export flights --format parquet -o flights.parquet
   shale export flights --version 3 -o flights-v3.arrow
   shale export flights --where "origin = 'SFO'" --format csv | head`,

@@ -28,14 +28,16 @@ func (a *app) queryCommand() *cobra.Command {
 prepared by a multi-table transaction that aborted counts as empty: it reads as the
 version below it, and a note on stderr says so.
 
---where takes a SQL WHERE expression: comparisons, AND/OR/NOT, IN, BETWEEN, LIKE,
-IS [NOT] NULL; strings in single quotes; timestamps and dates as 'YYYY-MM-DD[ hh:mm:ss]'.
+--count prints the number of matching rows instead of the rows.
 
 Formats: table (aligned text, the default), csv (with a header), json (JSON Lines, one
-object per row; the default with --json), arrow (an Arrow IPC stream, for pipes).`,
+object per row; the default with --json), arrow (an Arrow IPC stream, for pipes).
+
+` + whereHelp,
 		Example: `  shale query flights --where "origin = 'SFO' AND delay > 60" --limit 10
   shale query flights --columns origin,destination --format csv > routes.csv
-  shale query flights --version 2 --where "origin = 'LAX'" --format arrow | other-tool`,
+  shale query flights --version 2 --where "origin = 'LAX'" --format arrow | other-tool
+  shale query flights --count --where "origin = 'SFO' || origin = 'OAK'"`,
 		Args: exactArgs("TABLE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var v *uint64
@@ -77,7 +79,7 @@ object per row; the default with --json), arrow (an Arrow IPC stream, for pipes)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&where, "where", "w", "", "SQL WHERE expression")
+	f.StringVarP(&where, "where", "w", "", "SQL WHERE expression, MySQL dialect (see below)")
 	f.StringVarP(&columns, "columns", "c", "", "columns to print, comma-separated (default: all)")
 	f.Int64VarP(&limit, "limit", "n", 0, "print at most N rows (0 = all)")
 	f.Uint64Var(&version, "version", 0, "read this version (time travel) instead of the published one")

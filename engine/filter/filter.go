@@ -185,7 +185,12 @@ func syntaxError(where string, err error) error {
 	if line > 1 {
 		pos = fmt.Sprintf("line %d column %d", line, col)
 	}
-	return fmt.Errorf("%w at %s of %q, %s", ErrSyntax, pos, where, at)
+	hint := ""
+	if w := leadingWord.FindString(near); w != "" && reserved[strings.ToUpper(w)] {
+		// `key`, `order`, `range`…: a column named like a reserved word.
+		hint = fmt.Sprintf(" (%s is a reserved word: a column of that name is written in backquotes, `%s`)", w, w)
+	}
+	return fmt.Errorf("%w at %s of %q, %s%s", ErrSyntax, pos, where, at, hint)
 }
 
 // String returns the expression in normalized form: keywords upper case,
@@ -212,8 +217,19 @@ func (e *Expr) Columns() []string {
 func (e *Expr) Schema() *arrow.Schema { return e.schema }
 
 var (
-	plainIdent = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	keywords   = func() map[string]bool {
+	plainIdent  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	leadingWord = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*`)
+	// reserved are the words the parser never takes for a column name.
+	reserved = func() map[string]bool {
+		m := map[string]bool{}
+		for _, k := range parser.Keywords {
+			if k.Reserved {
+				m[strings.ToUpper(k.Word)] = true
+			}
+		}
+		return m
+	}()
+	keywords = func() map[string]bool {
 		m := make(map[string]bool, len(parser.Keywords))
 		for _, k := range parser.Keywords {
 			m[strings.ToUpper(k.Word)] = true
