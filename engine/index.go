@@ -288,7 +288,7 @@ func (t *Table) checkIndexSpec(spec IndexSpec) (IndexSpec, []int32, error) {
 	for _, c := range spec.Columns {
 		idx, err := filter.ResolveColumn(schema, c)
 		if err != nil {
-			return spec, nil, fmt.Errorf("table %q: index column %q: %w (columns: %s)", t.name, c, err, fieldNames(schema))
+			return spec, nil, fmt.Errorf("table %q: index: %w", t.name, err) // names the column and lists the schema's
 		}
 		f := schema.Field(idx)
 		if err := index.Supported(spec.Kind, f.Type); err != nil {

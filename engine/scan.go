@@ -53,6 +53,7 @@ type batchTask struct {
 type scanPlan struct {
 	t        *Table
 	expr     *filter.Expr // nil: no filter
+	where    string       // the filter's text, for errors
 	outCols  []int        // table schema indices of the returned columns
 	readCols []int        // table schema indices read (outCols ∪ filter columns)
 	out      *arrow.Schema
@@ -77,7 +78,7 @@ func (t *Table) plan(ctx context.Context, opts ScanOptions) (*scanPlan, error) {
 		if err != nil {
 			return nil, fmt.Errorf("table %q: WHERE %q: %w", t.name, opts.Filter, err)
 		}
-		p.expr = e
+		p.expr, p.where = e, opts.Filter
 	}
 	if opts.Columns == nil {
 		for i := range schema.NumFields() {
@@ -89,7 +90,7 @@ func (t *Table) plan(ctx context.Context, opts ScanOptions) (*scanPlan, error) {
 			// case-insensitive match.
 			idx, err := filter.ResolveColumn(schema, c)
 			if err != nil {
-				return nil, fmt.Errorf("table %q: column %q: %w (columns: %s)", t.name, c, err, fieldNames(schema))
+				return nil, fmt.Errorf("table %q: %w", t.name, err) // names the column and lists the schema's
 			}
 			p.outCols = append(p.outCols, idx)
 		}
@@ -340,7 +341,7 @@ func (p *scanPlan) readBatch(ctx context.Context, st *scanState, task batchTask)
 			if mask != nil {
 				mask.Release()
 			}
-			return nil, nil, fmt.Errorf("table %q: evaluate filter: %w", t.name, err)
+			return nil, nil, fmt.Errorf("table %q: WHERE %q: %w", t.name, p.where, err)
 		}
 		if mask == nil {
 			mask = fm

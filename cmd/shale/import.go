@@ -74,10 +74,18 @@ table and the format (or given with --idempotency-key), and the table remembers 
 of its newest 1,000 keyed writes. Running the same import again (after a crash, or
 unsure whether it committed) commits nothing and reports the version that has the rows,
 publishing it if the first run died before it could. To append the same rows again on
-purpose, pass another --idempotency-key.`,
+purpose, pass another --idempotency-key.
+
+FILE - reads standard input and needs --format and --table. CSV, TSV, JSON Lines and
+Arrow IPC streams are streamed (only the type inference sample is held in memory);
+Parquet and the Arrow IPC file format need random access, so a pipe is first copied to
+a temporary file in $TMPDIR (as large as the input), removed when the import ends.
+Standard input has no content to derive an idempotency key from before it is read: such
+an import is idempotent only with --idempotency-key.`,
 		Example: `  shale import flights.parquet
   shale import trips-2024.csv --table trips
-  shale import events.log --format jsonl --table events`,
+  shale import events.log --format jsonl --table events
+  zcat trips.csv.gz | shale import - --format csv --table trips --idempotency-key trips-2024-06`,
 		Args: exactArgs("FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.format != "" {
@@ -86,6 +94,9 @@ purpose, pass another --idempotency-key.`,
 					return usagef("unknown --format %q (want %s)", opts.format, formatList)
 				}
 				opts.format = f
+			}
+			if args[0] == stdinPath && (opts.format == "" || table == "") {
+				return usagef("import - reads standard input: it needs --format (%s) and --table", formatList)
 			}
 			if table == "" {
 				base := filepath.Base(args[0])
@@ -143,8 +154,12 @@ func (a *app) printImport(r *importResult) {
 	if !r.Created && !r.Overwrite {
 		into = " to " + r.Table
 	}
+	from := filepath.Base(r.File)
+	if r.File == stdinPath {
+		from = stdinName
+	}
 	a.printf("%s %s rows%s from %s: version %d, %s, %s rows/s\n",
-		verb, thousands(r.Rows), into, filepath.Base(r.File), r.Version, seconds(r.Elapsed), thousands(int64(r.RowsPerS)))
+		verb, thousands(r.Rows), into, from, r.Version, seconds(r.Elapsed), thousands(int64(r.RowsPerS)))
 }
 
 // importFile streams path into table: created from the file's schema when missing,
@@ -213,7 +228,7 @@ func (a *app) importFile(ctx context.Context, path, table string, opts importOpt
 		}
 	}
 	res.IdempotencyKey = opts.idempotencyKey
-	if res.IdempotencyKey == "" {
+	if res.IdempotencyKey == "" && path != stdinPath { // stdin: no key unless given
 		if res.IdempotencyKey, err = importKey(path, table, format, opts.overwrite && !res.Created); err != nil {
 			return nil, err
 		}
