@@ -8,7 +8,9 @@
 //
 // What is deleted, once older than the grace period: data files (<table>/data/*.arrow)
 // and abandoned attempt directories (<table>/data/<txn>/…) that no retained version
-// references, deletion vectors (<table>/_deletions/…) likewise, transaction records of
+// references, deletion vectors (<table>/_deletions/…) and index objects
+// (<table>/_indices/<txn>/<uuid>/…: an index build that did not commit, a dropped or
+// replaced index, segments of a merged index) likewise, transaction records of
 // losing commit attempts, of expired versions and of writers that died before their
 // manifest put (<table>/_txn/…), a local store's temp files (<root>/.shale-tmp/…), and
 // precondition-probe objects of a process that died opening the store (_probe/…). Files under a pending recovery sidecar's attempt

@@ -300,8 +300,8 @@ func (g *collector) run(ctx context.Context) (TableReport, error) {
 	g.rep.Sidecars = len(sidecars)
 	var prefixes []string
 	for _, sc := range sidecars {
+		prefixes = append(prefixes, sc.Prefixes()...)
 		for _, a := range sc.Attempts {
-			prefixes = append(prefixes, a.DataPrefix)
 			// A pending sidecar's recovery reads forward from its attempts' read versions.
 			if !hasLow || a.ReadVersion < low {
 				low, hasLow = a.ReadVersion, true
