@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shale-db/shale/compaction"
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/engine/enginetest"
 	"github.com/shale-db/shale/index"
@@ -198,5 +199,41 @@ func TestRecoverSkipsLiveIndexBuild(t *testing.T) {
 	}
 	if n, err := Pending(ctx, s, ""); err != nil || len(n) != 0 {
 		t.Fatalf("sidecars left: %v %v", n, err)
+	}
+}
+
+// TestCompactionSidecarOwnsZoneMaps: a compaction attempt's sidecar owns the zone maps
+// it writes for its new fragments (<table>/_indices/<txn>/): after a failure before the
+// commit, Recover deletes them with the data files.
+func TestCompactionSidecarOwnsZoneMaps(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.Mem(t)
+	db := openDB(t, s)
+	makeTable(t, db, "t", 4, 50)
+	tbl, err := db.OpenTable(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tbl.CreateIndex(ctx, engine.IndexSpec{Columns: []string{"id"}, Kind: index.KindZoneMap}); err != nil {
+		t.Fatal(err)
+	}
+	built := indexObjects(t, s, "t")
+	ex := Enable(compaction.New(db))
+	ex.Hooks.BeforeCommit = func(ctx context.Context, p *compaction.Plan) error { return errors.New("crash before the commit") }
+	if _, err := ex.Run(ctx, "t", compaction.Options{TargetRows: 1000}); err == nil {
+		t.Fatal("compaction committed")
+	}
+	if got := indexObjects(t, s, "t"); len(got) != len(built)+1 {
+		t.Fatalf("index objects %v, want the build's and the compaction's zone map", got)
+	}
+	rep, err := Recover(ctx, s, db.Catalog(), "t", Options{MinAge: -1})
+	if err != nil || len(rep.Outcomes) != 1 || rep.Outcomes[0].Action != RolledBack {
+		t.Fatalf("recover: %+v %v", rep, err)
+	}
+	if got := indexObjects(t, s, "t"); !slices.Equal(got, built) {
+		t.Fatalf("index objects after recover %v, want %v", got, built)
+	}
+	if un := unreferenced(t, s, "t"); len(un) != 0 {
+		t.Fatalf("unreferenced data files %v", un)
 	}
 }
