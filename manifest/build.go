@@ -315,7 +315,12 @@ func (m *Manifest) addIndexes(segs []Index) error {
 
 // pruneIndexCoverage drops fragments that no longer exist from every index's coverage (a
 // fragment removed by a delete, rewritten by compaction, replaced by an overwrite), so a
-// fragment id in an index always names a fragment of this version.
+// fragment id in an index always names a fragment of this version. A segment left
+// covering nothing is dropped when another segment of its name remains (each compaction
+// adds zone-map segments for its new fragments and empties older ones, which would
+// otherwise pile up, each read by every query and kept from garbage collection); an
+// index all of whose segments cover nothing keeps its first, so the index stays (one
+// built on an empty table covers nothing either).
 func (m *Manifest) pruneIndexCoverage() {
 	if len(m.Indexes) == 0 {
 		return
@@ -324,10 +329,24 @@ func (m *Manifest) pruneIndexCoverage() {
 	for _, f := range m.Fragments {
 		live[f.ID] = true
 	}
+	covering := map[string]bool{} // names with a segment that covers something
 	for i := range m.Indexes {
 		ix := &m.Indexes[i]
 		if slices.ContainsFunc(ix.Fragments, func(id uint32) bool { return !live[id] }) {
 			ix.Fragments = slices.DeleteFunc(slices.Clone(ix.Fragments), func(id uint32) bool { return !live[id] })
 		}
+		if len(ix.Fragments) > 0 {
+			covering[ix.Name] = true
+		}
 	}
+	kept := map[string]bool{}
+	out := make([]Index, 0, len(m.Indexes))
+	for _, ix := range m.Indexes {
+		if len(ix.Fragments) == 0 && (covering[ix.Name] || kept[ix.Name]) {
+			continue
+		}
+		kept[ix.Name] = true
+		out = append(out, ix)
+	}
+	m.Indexes = out
 }

@@ -184,3 +184,37 @@ func TestRewriteSegments(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptySegmentsDropped: a segment whose every covered fragment is gone leaves the
+// manifest when another segment of its name remains; an index whose segments all cover
+// nothing keeps one (it still exists).
+func TestEmptySegmentsDropped(t *testing.T) {
+	m, err := Build("t", nil, NewTransaction(0, Operation{Kind: OpCreate, Schema: testSchema(t), NewFragments: []Fragment{frag(1), frag(2), frag(3)}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err = commitOp(t, m, Operation{Kind: OpCreateIndex, NewIndexes: []Index{
+		{Name: "a", UUID: "a1", Kind: "btree", FieldIDs: []int32{0}, Fragments: []uint32{0, 1}},
+		{Name: "a", UUID: "a2", Kind: "btree", FieldIDs: []int32{0}, Fragments: []uint32{2}},
+		{Name: "b", UUID: "b1", Kind: "zonemap", FieldIDs: []int32{0}, Fragments: []uint32{0}},
+		{Name: "b", UUID: "b2", Kind: "zonemap", FieldIDs: []int32{0}, Fragments: []uint32{1}},
+		{Name: "c", UUID: "c1", Kind: "zonemap", FieldIDs: []int32{0}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	segs := func(m *Manifest) string {
+		var out []string
+		for _, ix := range m.Indexes {
+			out = append(out, fmt.Sprintf("%s:%v", ix.UUID, ix.Fragments))
+		}
+		return fmt.Sprint(out)
+	}
+	rw, err := commitOp(t, m, Operation{Kind: OpRewrite, Groups: []RewriteGroup{{Old: []uint32{0, 1}, New: []Fragment{frag(3)}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := segs(rw); got != "[a2:[2] b1:[] c1:[]]" {
+		t.Fatalf("segments after the rewrite: %s", got)
+	}
+}
