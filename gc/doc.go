@@ -33,7 +33,7 @@
 // catalog pointer, then deletes the table's objects below the marker, and the marker
 // stays; a drop that died midway, or a write that raced the drop, leaves objects below
 // it. A table whose HEAD is a drop marker (manifest.Tables no longer lists it) has every
-// object under data/, _deletions/, _txn/ and _versions/ except the marker and its
+// object under data/, _deletions/, _indices/, _txn/ and _versions/ except the marker and its
 // transaction record deleted once older than the grace period; so does a top-level
 // prefix with a valid table name and such children but no manifest at all
 // (DroppedCandidates: what drops of older builds left). Either is kept whole while the

@@ -193,3 +193,37 @@ func TestPendingIndexSidecarProtectsPrefix(t *testing.T) {
 	}
 	checkDiskIsNeeded(t, s, nil, "t")
 }
+
+// TestDroppedTableIndexLeftovers: index objects a build racing a drop stored after the
+// drop's listing (under a table whose HEAD is the drop marker), and those of a prefix
+// with no manifest left, are a dropped table's leftovers: deleted once past the grace
+// period.
+func TestDroppedTableIndexLeftovers(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.Local(t)
+	db := openDB(t, s)
+	makeTable(t, db, "gone", 2, 10)
+	createIndex(t, db, "gone", engine.IndexSpec{Columns: []string{"id"}})
+	if _, err := db.DropTable(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	late := "gone/_indices/" + manifest.NewTransactionID() + "/01LATE/lookup.btree"
+	orphan := "orphan/_indices/" + manifest.NewTransactionID() + "/01OLD/zones.zonemap"
+	plant(t, s, late, 10, 2*time.Hour)
+	plant(t, s, orphan, 20, 2*time.Hour)
+	rep, err := Run(ctx, s, db.Catalog(), "", Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range rep.DroppedLeftovers {
+		got = append(got, f.Key)
+	}
+	slices.Sort(got)
+	if want := []string{late, orphan}; !slices.Equal(got, want) {
+		t.Fatalf("dropped leftovers deleted %v, want %v", got, want)
+	}
+	if len(indexObjects(t, s, "gone")) != 0 || len(indexObjects(t, s, "orphan")) != 0 {
+		t.Fatal("index objects left")
+	}
+}
