@@ -100,11 +100,11 @@ type Stats struct {
 	BytesWritten     int64 // data file bytes of the new fragments
 
 	// ZoneMaps is the number of zone-map indexes whose zones of the new fragments the
-	// committed version holds (built in the same commit; ZoneMapBytes written). One of the
-	// read version's may be missing when the index was dropped meanwhile, or the rewrite
-	// was rebuilt on top of an append: its new fragments are then uncovered (scanned).
+	// committed version holds (built in the same commit). One of the read version's may
+	// be missing when the index was dropped meanwhile, or the rewrite was rebuilt on top
+	// of an append: its new fragments are then uncovered (scanned).
 	ZoneMaps     int
-	ZoneMapBytes int64
+	ZoneMapBytes int64 // bytes of the zone-map objects the last attempt wrote
 }
 
 // Compact plans and runs one compaction of table with New(db)'s defaults (no recovery

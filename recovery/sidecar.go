@@ -245,7 +245,7 @@ func FromIndexIntent(in *engine.IndexIntent) Sidecar {
 // version carrying its transaction is rolled forward (published); otherwise the
 // transaction is fenced and the unreferenced objects under its index prefix deleted.
 type IndexSidecars struct {
-	Store store.Store
+	Store store.Store // the store of the tables whose builds it records (sidecars go under Dir)
 }
 
 var _ engine.IndexSidecars = IndexSidecars{}
