@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/shale-db/shale/engine"
+	"github.com/shale-db/shale/index"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
 	"github.com/shale-db/shale/store"
@@ -96,6 +98,13 @@ type Stats struct {
 	RowsDropped      int64 // deleted rows left behind (deletion vectors materialized)
 	BytesRead        int64 // data file bytes of the old fragments
 	BytesWritten     int64 // data file bytes of the new fragments
+
+	// ZoneMaps is the number of zone-map indexes whose zones of the new fragments the
+	// committed version holds (built in the same commit). One of the read version's may
+	// be missing when the index was dropped meanwhile, or the rewrite was rebuilt on top
+	// of an append: its new fragments are then uncovered (scanned).
+	ZoneMaps     int
+	ZoneMapBytes int64 // bytes of the zone-map objects the last attempt wrote
 }
 
 // Compact plans and runs one compaction of table with New(db)'s defaults (no recovery
@@ -201,6 +210,7 @@ func (e *Executor) Run(ctx context.Context, table string, opts Options) (Stats, 
 			return st, err
 		}
 		st.Version, st.Rebased, st.FragmentsAfter = committed.Version, cstats.Rebased, len(committed.Fragments)
+		st.ZoneMaps = zoneMapsCommitted(committed)
 		if err := seamAfterCommit.Inject(ctx); err != nil {
 			return st, err
 		}
@@ -244,12 +254,22 @@ func (e *Executor) attempt(ctx context.Context, m *manifest.Manifest, p *Plan, s
 	if w.Allocator == nil {
 		w.Allocator = e.alloc()
 	}
-	rw := &rewriter{store: e.Store, m: m, dir: dataDir, schema: schema, write: w, mem: e.alloc()}
+	specs := zoneIndexes(m)
+	rw := &rewriter{store: e.Store, m: m, dir: dataDir, schema: schema, write: w, mem: e.alloc(), zones: specs}
 	results, err := rw.rewriteAll(ctx, p.Groups, p.Options.Parallelism)
 	if err != nil {
 		return nil, manifest.CommitStats{}, err
 	}
+	// Zone maps of the new fragments, committed with them (under the transaction's index
+	// directory, which the recovery sidecar owns too). BTrees are not remapped: see the
+	// package documentation.
+	segs, zoneBytes, err := storeZoneMaps(ctx, rw, specs, results, p.Txn.ID)
+	if err != nil {
+		return nil, manifest.CommitStats{}, err
+	}
 	txn := p.Txn
+	txn.Op.NewIndexes = segs
+	st.ZoneMapBytes = zoneBytes
 	txn.Op.Groups = make([]manifest.RewriteGroup, len(p.Groups))
 	st.FragmentsRemoved, st.FragmentsAdded = 0, 0
 	st.RowsRewritten, st.RowsDropped, st.BytesRead, st.BytesWritten = 0, 0, 0, 0
@@ -353,4 +373,15 @@ func (e *Executor) groups() manifest.GroupResolver {
 		d = 30 * time.Second
 	}
 	return catalog.GroupWaiter{Catalog: e.Catalog, Timeout: d}
+}
+
+// zoneMapsCommitted counts the zone-map segments the rewrite m committed added.
+func zoneMapsCommitted(m *manifest.Manifest) int {
+	n := 0
+	for _, ix := range m.Indexes {
+		if ix.Kind == index.KindZoneMap && slices.ContainsFunc(m.Txn.Op.NewIndexes, func(s manifest.Index) bool { return s.UUID == ix.UUID }) {
+			n++
+		}
+	}
+	return n
 }

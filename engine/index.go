@@ -383,7 +383,10 @@ func (t *Table) prepareAndCommit(ctx context.Context, spec IndexSpec, fieldIDs [
 	}
 	cr, err := t.commit(ctx, txn)
 	out := IndexResult{CommitResult: cr, RowsIndexed: rows, BytesWritten: ix.Bytes, Index: t.indexInfo(spec.Name)}
-	if err != nil && errors.Is(err, manifest.ErrRetryable) {
+	switch {
+	case err != nil && errors.Is(err, ErrStalePreparation):
+		err = fmt.Errorf("table %q: index %q built from version %d is stale (build it again): %w", t.name, spec.Name, base.Version, err)
+	case err != nil && errors.Is(err, manifest.ErrRetryable):
 		err = fmt.Errorf("table %q: index %q built from version %d: %w", t.name, spec.Name, base.Version, err)
 	}
 	return out, err

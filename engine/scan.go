@@ -32,6 +32,9 @@ type ScanOptions struct {
 	Limit int64
 	// NoIndex scans without the table's indexes (results are the same; for comparison).
 	NoIndex bool
+	// ForceIndexes uses every usable index whatever the cost estimates say (results are
+	// the same; for tests and comparisons that must exercise the indexes).
+	ForceIndexes bool
 	// forceIndexes (tests) uses every usable index whatever the cost estimates say.
 	forceIndexes bool
 }
@@ -137,7 +140,7 @@ func (t *Table) plan(ctx context.Context, opts ScanOptions) (*scanPlan, error) {
 		}
 	}
 	if !opts.NoIndex {
-		p.force = opts.forceIndexes
+		p.force = opts.forceIndexes || opts.ForceIndexes
 		if err := p.useIndexes(ctx); err != nil {
 			return nil, err
 		}

@@ -109,7 +109,7 @@ type Report struct {
 	// DroppedLeftovers are objects of dropped tables deleted (or, in a dry run,
 	// deletable): of a table whose HEAD is a drop marker, everything below the marker
 	// (the marker and its record stay); of a top-level prefix shaped like a table
-	// (data/, _deletions/, _txn/ or _versions/ children) with no manifest (a drop of an
+	// (data/, _deletions/, _indices/, _txn/ or _versions/ children) with no manifest (a drop of an
 	// older build), everything. Only with no catalog pointer, no live hold and no pending
 	// recovery sidecar for the name: a drop that died midway, or writes that raced one.
 	// For every table, or for the one table Run covers if it is dropped.
@@ -300,8 +300,8 @@ func (g *collector) run(ctx context.Context) (TableReport, error) {
 	g.rep.Sidecars = len(sidecars)
 	var prefixes []string
 	for _, sc := range sidecars {
+		prefixes = append(prefixes, sc.Prefixes()...)
 		for _, a := range sc.Attempts {
-			prefixes = append(prefixes, a.DataPrefix)
 			// A pending sidecar's recovery reads forward from its attempts' read versions.
 			if !hasLow || a.ReadVersion < low {
 				low, hasLow = a.ReadVersion, true

@@ -149,7 +149,8 @@ type Refs struct {
 	Txns map[uint64]string
 	// Head is the highest committed version seen; transaction records above it are in flight.
 	Head uint64
-	// Prefixes are pending sidecars' attempt data prefixes.
+	// Prefixes are what pending sidecars' attempts own (recovery.Sidecar.Prefixes: data
+	// files, index objects).
 	Prefixes []string
 	// Cutoff: unreferenced files modified after it are Young (now minus the grace period,
 	// or earlier when a live operation started before that).

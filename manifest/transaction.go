@@ -82,8 +82,10 @@ const MaxIdempotencyKeyLen = 256
 //	                   UpdatedFields (field ids assigned), Predicate
 //	SchemaChange:      Schema (the new schema), SchemaDelta
 //	UpdateConfig:      Config (upserts), ConfigDeletes
-//	Rewrite:           Groups (old fragment ids → new fragments); NewIndexes (segments of
-//	                   existing indexes over the new fragments, e.g. zone maps)
+//	Rewrite:           Groups (old fragment ids → new fragments, each new fragment's ID
+//	                   the id its writer expects it to get); NewIndexes (segments of
+//	                   existing indexes over the new fragments, e.g. zone maps; one
+//	                   whose index is gone, or whose fragments got other ids, is left out)
 //	CreateIndex:       index metadata: RemovedIndexes (names dropped), IndexReplaces
 //	                   (segment uuids dropped), NewIndexes (segments added, each covering
 //	                   fragments no other segment of its name covers)

@@ -139,8 +139,11 @@ func Pending(ctx context.Context, s store.Store, table string) ([]string, error)
 //     rejected (Fence, planned on the HEAD the scan read: none of them can commit after
 //     it; if one lands first the abort fails and the sidecar is rolled forward instead),
 //     published once the versions below it are, then delete every file under the
-//     attempts' data prefixes that no version references (roll back), then the sidecar.
+//     attempts' prefixes (Sidecar.Prefixes) that no version references (roll back),
+//     then the sidecar.
 //
+// Compaction and index-build sidecars are resolved alike; "references" counts a
+// version's data files, deletion vectors and index objects (Manifest.Indexes[].Files).
 // Versions made by other transactions are never published, and a file a version
 // references is never deleted. Recover is idempotent and safe to run concurrently with
 // writers and with itself (the claim makes one of two racing recoveries act; the other
@@ -402,8 +405,9 @@ func (r *recoverer) resolveOnce(ctx context.Context, key string, sc Sidecar, out
 		from = min(from, a.ReadVersion)
 	}
 	var landed *manifest.Record
-	var fenced uint64               // an abort version naming one of txns (an earlier roll back)
-	referenced := map[string]bool{} // keys under the attempts' prefixes that some version names
+	var fenced uint64 // an abort version naming one of txns (an earlier roll back)
+	prefixes := sc.Prefixes()
+	referenced := map[string]bool{} // keys under the attempts' prefixes that some version names (data files, index objects)
 	head, err := manifest.Head(ctx, r.s, sc.Table)
 	switch {
 	case errors.Is(err, manifest.ErrTableNotFound):
@@ -451,8 +455,15 @@ func (r *recoverer) resolveOnce(ctx context.Context, key string, sc Sidecar, out
 		}
 		for _, f := range rec.Manifest.Fragments {
 			for _, df := range f.Files {
-				if underAny(df.Key, sc.Attempts) {
+				if underAny(df.Key, prefixes) {
 					referenced[df.Key] = true
+				}
+			}
+		}
+		for _, ix := range rec.Manifest.Indexes {
+			for _, k := range ix.Files {
+				if underAny(k, prefixes) {
+					referenced[k] = true
 				}
 			}
 		}
@@ -551,14 +562,15 @@ func (r *recoverer) droppedSince(ctx context.Context, table string, head, from u
 	return rec.Manifest != nil && rec.Manifest.IncarnationSince > from, nil
 }
 
-// deleteFiles deletes the files under sc's attempts' prefixes that no version references
-// (referenced), then the sidecar; RollForward only reports that files are left.
+// deleteFiles deletes the files under sc's prefixes (Sidecar.Prefixes: data files and
+// index objects) that no version references (referenced), then the sidecar; RollForward
+// only reports that files are left.
 func (r *recoverer) deleteFiles(ctx context.Context, key string, sc Sidecar, out Outcome, referenced map[string]bool) (Outcome, error) {
 	// Files of attempts that did not land (and, defensively, any file no version names).
-	for _, a := range sc.Attempts {
-		objs, err := r.s.List(ctx, a.DataPrefix, 0)
+	for _, prefix := range sc.Prefixes() {
+		objs, err := r.s.List(ctx, prefix, 0)
 		if err != nil {
-			return out, fmt.Errorf("sidecar %s: list %s: %w", key, a.DataPrefix, err)
+			return out, fmt.Errorf("sidecar %s: list %s: %w", key, prefix, err)
 		}
 		for _, o := range objs {
 			if referenced[o.Key] {
@@ -626,6 +638,6 @@ func (r *recoverer) publish(ctx context.Context, m *manifest.Manifest) (publishe
 	return published{prev: adv.Prev, now: adv.Now.Version}, nil
 }
 
-func underAny(key string, as []Attempt) bool {
-	return slices.ContainsFunc(as, func(a Attempt) bool { return strings.HasPrefix(key, a.DataPrefix) })
+func underAny(key string, prefixes []string) bool {
+	return slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(key, p) })
 }

@@ -90,6 +90,8 @@ type TableSummary struct {
 	Deep             []uint64 `json:"deep_checked"`     // versions whose data files and deletion vectors were read
 	DataFiles        int      `json:"data_files"`       // distinct data files read
 	Deletions        int      `json:"deletion_vectors"` // distinct deletion vectors read
+	IndexSegments    int      `json:"index_segments"`   // distinct index segments read (each once)
+	IndexObjects     int      `json:"index_objects"`    // their objects read whole: BTree lookups and pages files, zone maps
 	// Bytes is the size in the store of the data files and deletion vectors read,
 	// including those that failed their checks (a missing object counts 0).
 	Bytes int64 `json:"bytes"`

@@ -207,7 +207,7 @@ func (a *app) open(ctx context.Context) (*engine.DB, error) {
 	a.closer = append(a.closer, func() { s.Close() })
 	// Every write first rolls forward maintenance a crashed process committed but did not
 	// publish (roll forward only: `shale recover` also rolls back).
-	db, err := engine.Open(ctx, s, engine.Options{Etcd: c.Etcd(), BeforeFirstWrite: recovery.Hook(recovery.Options{})})
+	db, err := engine.Open(ctx, s, engine.Options{Etcd: c.Etcd(), BeforeFirstWrite: recovery.Hook(recovery.Options{}), IndexSidecars: recovery.IndexSidecars{Store: s}})
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", s.URL(), err)
 	}
