@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/shale-db/shale/engine"
-	"github.com/shale-db/shale/internal/fragment"
+	"github.com/shale-db/shale/index"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
 	"github.com/shale-db/shale/store"
@@ -41,12 +42,15 @@ type Hooks struct {
 	BeforeCommit func(ctx context.Context, p *Plan) error
 }
 
-// Executor runs compactions against one store and (optionally) its catalog.
+// Executor runs compactions against one store and (optionally) its catalog. Build one
+// with New (the DB's settings) and adjust fields before the first Run; it is then safe
+// for concurrent Runs on different tables. Two Runs on the same table are safe too (the
+// loser meets a retryable conflict and replans) but wasteful.
 type Executor struct {
-	Store   store.Store
+	Store   store.Store      // the table's store
 	Catalog *catalog.Catalog // nil: commit without publishing (a bare store)
 	// Write tunes the new data files; MaxRowsPerFile defaults to the plan's TargetRows.
-	Write fragment.WriterOptions
+	Write engine.WriteOptions
 	// Commit bounds the commit loop (its Groups resolver is set by the executor when a
 	// catalog is present).
 	Commit manifest.CommitOptions
@@ -57,7 +61,7 @@ type Executor struct {
 	GroupTimeout time.Duration
 	// PublishTimeout bounds the publish (default 30 s).
 	PublishTimeout time.Duration
-	Hooks          Hooks
+	Hooks          Hooks // called at each attempt's seams (recovery sidecars, tests)
 	// Sidecars, when set, makes each run crash-recoverable: a sidecar naming the run's
 	// transactions and data prefixes is stored before every attempt's first data file
 	// (Phase A), each attempt writes its data files under their own prefix, and the
@@ -77,15 +81,15 @@ func New(db *engine.DB) *Executor {
 
 // Stats describe one compaction.
 type Stats struct {
-	Table       string
+	Table       string   // the table compacted
 	ReadVersion uint64   // the version the committed (or last) attempt was planned on
 	Version     uint64   // the committed version (0: nothing committed)
 	TxnID       string   // the transaction of the last attempt
 	Attempts    int      // plan-write-commit attempts (1 without conflicts)
 	Rebased     []uint64 // versions by others the commit was rebuilt on top of
-	Published   bool
+	Published   bool     // the catalog pointer is at or past Version (false without a catalog)
 
-	Groups           int
+	Groups           int   // rewrite groups of the committed plan (Plan.Groups)
 	FragmentsBefore  int   // the table's fragments at ReadVersion
 	FragmentsAfter   int   // the table's fragments at Version
 	FragmentsRemoved int   // old fragments replaced
@@ -94,9 +98,17 @@ type Stats struct {
 	RowsDropped      int64 // deleted rows left behind (deletion vectors materialized)
 	BytesRead        int64 // data file bytes of the old fragments
 	BytesWritten     int64 // data file bytes of the new fragments
+
+	// ZoneMaps is the number of zone-map indexes whose zones of the new fragments the
+	// committed version holds (built in the same commit). One of the read version's may
+	// be missing when the index was dropped meanwhile, or the rewrite was rebuilt on top
+	// of an append: its new fragments are then uncovered (scanned).
+	ZoneMaps     int
+	ZoneMapBytes int64 // bytes of the zone-map objects the last attempt wrote
 }
 
-// Compact plans and runs one compaction of table with New(db)'s defaults.
+// Compact plans and runs one compaction of table with New(db)'s defaults (no recovery
+// sidecar: use recovery.Enable(New(db)).Run for crash safety). Errors: as Executor.Run.
 func Compact(ctx context.Context, db *engine.DB, table string, opts Options) (Stats, error) {
 	return New(db).Run(ctx, table, opts)
 }
@@ -130,7 +142,8 @@ func (e *Executor) Head(ctx context.Context, table string) (*manifest.Manifest, 
 	return manifest.CatchUp(ctx, e.Store, table, m, e.groups())
 }
 
-// Plan plans a compaction of table at HEAD (see Head and NewPlan) without writing.
+// Plan plans a compaction of table at HEAD (see Head and NewPlan) without writing: a dry
+// run. Errors: as Head.
 func (e *Executor) Plan(ctx context.Context, table string, opts Options) (*Plan, error) {
 	m, err := e.Head(ctx, table)
 	if err != nil {
@@ -197,6 +210,7 @@ func (e *Executor) Run(ctx context.Context, table string, opts Options) (Stats, 
 			return st, err
 		}
 		st.Version, st.Rebased, st.FragmentsAfter = committed.Version, cstats.Rebased, len(committed.Fragments)
+		st.ZoneMaps = zoneMapsCommitted(committed)
 		if err := seamAfterCommit.Inject(ctx); err != nil {
 			return st, err
 		}
@@ -240,12 +254,22 @@ func (e *Executor) attempt(ctx context.Context, m *manifest.Manifest, p *Plan, s
 	if w.Allocator == nil {
 		w.Allocator = e.alloc()
 	}
-	rw := &rewriter{store: e.Store, m: m, dir: dataDir, schema: schema, write: w, mem: e.alloc()}
+	specs := zoneIndexes(m)
+	rw := &rewriter{store: e.Store, m: m, dir: dataDir, schema: schema, write: w, mem: e.alloc(), zones: specs}
 	results, err := rw.rewriteAll(ctx, p.Groups, p.Options.Parallelism)
 	if err != nil {
 		return nil, manifest.CommitStats{}, err
 	}
+	// Zone maps of the new fragments, committed with them (under the transaction's index
+	// directory, which the recovery sidecar owns too). BTrees are not remapped: see the
+	// package documentation.
+	segs, zoneBytes, err := storeZoneMaps(ctx, rw, specs, results, p.Txn.ID)
+	if err != nil {
+		return nil, manifest.CommitStats{}, err
+	}
 	txn := p.Txn
+	txn.Op.NewIndexes = segs
+	st.ZoneMapBytes = zoneBytes
 	txn.Op.Groups = make([]manifest.RewriteGroup, len(p.Groups))
 	st.FragmentsRemoved, st.FragmentsAdded = 0, 0
 	st.RowsRewritten, st.RowsDropped, st.BytesRead, st.BytesWritten = 0, 0, 0, 0
@@ -349,4 +373,15 @@ func (e *Executor) groups() manifest.GroupResolver {
 		d = 30 * time.Second
 	}
 	return catalog.GroupWaiter{Catalog: e.Catalog, Timeout: d}
+}
+
+// zoneMapsCommitted counts the zone-map segments the rewrite m committed added.
+func zoneMapsCommitted(m *manifest.Manifest) int {
+	n := 0
+	for _, ix := range m.Indexes {
+		if ix.Kind == index.KindZoneMap && slices.ContainsFunc(m.Txn.Op.NewIndexes, func(s manifest.Index) bool { return s.UUID == ix.UUID }) {
+			n++
+		}
+	}
+	return n
 }

@@ -3,10 +3,35 @@
 // the table's content and row order (DESIGN §7; shared/reference/lance-format.md §5).
 //
 // The work splits into a pure planner (NewPlan: a function of one manifest and Options)
-// and an executor (Execute) that pins the plan's read version, writes the new fragments
+// and an executor (Executor.Run) that pins the plan's read version, writes the new fragments
 // without holding any lock, commits one OpRewrite transaction through manifest.Commit and
 // publishes it by fast-forward. Concurrent appends rebase over it; a concurrent delete or
 // update of a fragment being rewritten is a retryable conflict that replans at HEAD.
+//
+// Indexes after compaction (DESIGN §8): answers never change, and the Rewrite commit
+// treats the two kinds differently.
+//
+//   - BTree: the rewritten fragments leave its coverage (manifest.Build prunes coverage to
+//     live fragments), and the new fragments are uncovered, so queries scan them with
+//     statistics pruning until Table.UpdateIndex indexes them (a delta segment). The
+//     BTree is not remapped: its pages hold row addresses sorted by value, so moving rows
+//     to new fragments would rewrite every page that holds one of them, which for a
+//     typical compaction is most of the index; that is an index build, and it is left to
+//     UpdateIndex, outside the rewrite's commit.
+//   - ZoneMap: zones never span fragments and are cheap to compute from the rows being
+//     written, so the rewrite computes the zones of every new fragment for each zone-map
+//     index of its read version (all of its columns in the same pass), stores them under
+//     <table>/_indices/<rewrite txn>/<uuid>/ and adds them to the Rewrite
+//     (Operation.NewIndexes): the new fragments are covered in the same version that
+//     creates them. Their fragment ids are predicted from the read version; if the commit
+//     is rebuilt on top of an append (which takes those ids), or the index was dropped
+//     meanwhile, manifest.Build leaves the segment out and the new fragments are
+//     uncovered, as with a BTree (Stats.ZoneMaps counts the segments committed).
+//
+// Where to start: Compact(ctx, db, table, Options{}) compacts one table with the DB's
+// settings and returns its Stats. For crash safety wrap the executor with recovery.Enable
+// (recovery.Enable(compaction.New(db)).Run(…)), which stores a recovery sidecar before
+// the first data file; Executor.Plan shows what a run would do without writing.
 package compaction
 
 import (
@@ -78,9 +103,9 @@ type Group struct {
 // fragments and commits it unchanged otherwise, so a recovery sidecar written before the
 // first data file (Hooks.BeforeFirstWrite) can name the transaction that may land.
 type Plan struct {
-	Table       string
-	ReadVersion uint64
-	Groups      []Group
+	Table       string               // the table planned
+	ReadVersion uint64               // the version the plan reads; its fragments are the ones rewritten
+	Groups      []Group              // the rewrites, in table order; none means nothing to do (Empty)
 	Txn         manifest.Transaction // Kind OpRewrite; ReadVersion = Plan.ReadVersion
 	Options     Options              // with defaults applied
 

@@ -35,6 +35,7 @@ type rewriter struct {
 	schema *arrow.Schema      // the table schema at m
 	write  fragment.WriterOptions
 	mem    memory.Allocator
+	zones  []zoneIndex // zone-map indexes whose zones of the new fragments are computed
 }
 
 // groupResult is what rewriting one group produced.
@@ -44,6 +45,7 @@ type groupResult struct {
 	Dropped   int64 // deleted rows left behind
 	BytesRead int64 // data file bytes of the old fragments
 	Written   int64 // bytes of the new data files
+	zones     *zoneAcc
 }
 
 // rewriteAll rewrites every group with at most par groups at once. On error the files
@@ -113,10 +115,16 @@ func (r *rewriter) rewriteGroup(ctx context.Context, g Group) (res groupResult, 
 		defer close(batches)
 		readErr = r.readGroup(rctx, g, batches, &read)
 	}()
+	// The zones of the new fragments' zone maps are computed from the rows as written.
+	zones := newZoneAcc(r.zones, r.write.MaxRowsPerFile, r.mem)
 	var writeErr error
 	for rec := range batches {
 		if writeErr == nil {
-			if err := r.writeBatch(w, rec); err != nil {
+			err := r.writeBatch(w, rec)
+			if err == nil {
+				err = zones.add(rec)
+			}
+			if err != nil {
 				writeErr = fmt.Errorf("table %q: write compacted data files: %w", r.m.Table, err)
 				cancel() // stop the reader; the loop drains and releases what it sent
 			}
@@ -126,17 +134,25 @@ func (r *rewriter) rewriteGroup(ctx context.Context, g Group) (res groupResult, 
 	// batches is closed: the reader has returned and read, readErr are final.
 	res.Rows, res.Dropped, res.BytesRead = read.Rows, read.Dropped, read.BytesRead
 	if err := cmp.Or(writeErr, readErr); err != nil {
+		zones.release()
 		w.Close()
 		return res, err
 	}
 	files, err := w.Close()
 	if err != nil {
+		zones.release()
 		return res, fmt.Errorf("table %q: write compacted data files: %w", r.m.Table, err)
 	}
+	var fileRows []int64
 	for _, df := range files {
 		res.New = append(res.New, manifest.Fragment{Files: []fragment.DataFile{df}, PhysicalRows: df.Rows})
 		res.Written += df.Size
+		fileRows = append(fileRows, df.Rows)
 	}
+	if err := zones.finish(fileRows); err != nil {
+		return res, fmt.Errorf("table %q: %w", r.m.Table, err)
+	}
+	res.zones = zones
 	return res, nil
 }
 

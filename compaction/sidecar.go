@@ -40,6 +40,8 @@ type Attempt struct {
 	TxnID       string // the pre-minted transaction id (manifest.Transaction.ID)
 	ReadVersion uint64 // the version the attempt was planned on
 	DataPrefix  string // every data file of the attempt has a key starting with DataPrefix
+	// (its zone maps of the new fragments go under <table>/_indices/<TxnID>/, which the
+	// sidecar owns too: recovery.Sidecar.Prefixes)
 	// Rejected: the attempt's commit ended in a conflict, which the commit loop decides
 	// (the transaction has not committed and never will), so its files can be deleted
 	// without fencing it first. Recorded when the next attempt is armed.

@@ -92,11 +92,11 @@ func fieldIndex(m *manifest.Manifest, name string) (int, error) {
 	idx := s.FieldIndices(name)
 	switch len(idx) {
 	case 0:
-		return -1, fmt.Errorf("%w: %q (columns: %s)", filter.ErrUnknownColumn, name, fieldNames(s))
+		return -1, fmt.Errorf("%w %q (columns: %s)", filter.ErrUnknownColumn, name, fieldNames(s))
 	case 1:
 		return idx[0], nil
 	}
-	return -1, fmt.Errorf("%w: %q names %d columns", filter.ErrUnknownColumn, name, len(idx))
+	return -1, fmt.Errorf("%w %q: it names %d columns", filter.ErrUnknownColumn, name, len(idx))
 }
 
 // schemaChange builds the SchemaChange operation that gives the table fields (with ids).

@@ -112,7 +112,7 @@ func (t *Table) bindAssignments(set map[string]string) ([]assignment, error) {
 	for col, text := range set {
 		idx, err := filter.ResolveColumn(schema, col)
 		if err != nil {
-			return nil, fmt.Errorf("table %q: SET %s: %w", t.name, col, err)
+			return nil, fmt.Errorf("table %q: SET: %w", t.name, err) // names the column and lists the schema's
 		}
 		f := schema.Field(idx)
 		if slices.ContainsFunc(out, func(a assignment) bool { return a.idx == idx }) {

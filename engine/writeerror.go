@@ -16,12 +16,18 @@ import (
 // through it, and its text is that error's. Writes whose version landed in a table
 // dropped meanwhile (ErrTableDropped) are not wrapped: a version names their files.
 type WriteError struct {
+	// Table is the table written.
 	Table string
-	Txn   manifest.Transaction
-	Err   error
+	// Txn is the write's transaction: Txn.ID names its data directory.
+	Txn manifest.Transaction
+	// Err is the write's error (never nil).
+	Err error
 }
 
+// Error returns the write's error's text.
 func (e *WriteError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the write's error.
 func (e *WriteError) Unwrap() error { return e.Err }
 
 // settleWrite is settleKeyed for a write that wrote data files under txn's id (Append,

@@ -8,7 +8,9 @@
 //
 // What is deleted, once older than the grace period: data files (<table>/data/*.arrow)
 // and abandoned attempt directories (<table>/data/<txn>/…) that no retained version
-// references, deletion vectors (<table>/_deletions/…) likewise, transaction records of
+// references, deletion vectors (<table>/_deletions/…) and index objects
+// (<table>/_indices/<txn>/<uuid>/…: an index build that did not commit, a dropped or
+// replaced index, segments of a merged index) likewise, transaction records of
 // losing commit attempts, of expired versions and of writers that died before their
 // manifest put (<table>/_txn/…), a local store's temp files (<root>/.shale-tmp/…), and
 // precondition-probe objects of a process that died opening the store (_probe/…). Files under a pending recovery sidecar's attempt
@@ -31,7 +33,7 @@
 // catalog pointer, then deletes the table's objects below the marker, and the marker
 // stays; a drop that died midway, or a write that raced the drop, leaves objects below
 // it. A table whose HEAD is a drop marker (manifest.Tables no longer lists it) has every
-// object under data/, _deletions/, _txn/ and _versions/ except the marker and its
+// object under data/, _deletions/, _indices/, _txn/ and _versions/ except the marker and its
 // transaction record deleted once older than the grace period; so does a top-level
 // prefix with a valid table name and such children but no manifest at all
 // (DroppedCandidates: what drops of older builds left). Either is kept whole while the
@@ -67,4 +69,9 @@
 //     HEAD again, and delete its old objects (a table created again meanwhile has a
 //     version above the marker, or a manifest, or young files);
 //  7. old temp files, probe objects and orphaned recovery claims.
+//
+// Where to start: Run(ctx, st, db.Catalog(), table, Policy{}) collects one table ("" for
+// every table) with the defaults (keep the last versions the policy names, a grace period
+// of an hour); Policy{DryRun: true} reports without deleting. Run is safe to run
+// concurrently with writers, compactions, recoveries and other runs, in any process.
 package gc

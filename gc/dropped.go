@@ -15,7 +15,7 @@ import (
 )
 
 // tableDirs are the children that make a top-level prefix look like a table directory.
-var tableDirs = []string{"data/", "_deletions/", "_txn/", "_versions/"}
+var tableDirs = []string{"data/", "_deletions/", "_indices/", "_txn/", "_versions/"}
 
 // reserved are store-wide prefixes that are never a table's, whatever they hold (table
 // names cannot start with '_' or '.' either; this is belt and braces).
@@ -23,9 +23,9 @@ var reserved = []string{"_shale/", recovery.Dir, store.ProbeKeyPrefix, store.Tem
 
 // DroppedCandidates groups a listing of the whole store (objs, any order) into the
 // top-level prefixes that look like the remains of a dropped table: a valid table name,
-// at least one object under data/, _deletions/, _txn/ or _versions/, and no manifest
+// at least one object under data/, _deletions/, _indices/, _txn/ or _versions/, and no manifest
 // (no key under _versions/ that parses as one; a tombstone counts as a manifest). It
-// returns each such table's objects under those four directories, ascending by key;
+// returns each such table's objects under those directories, ascending by key;
 // other objects under the prefix (shapes GC does not recognise) are left out, so they
 // are never deleted. Reserved prefixes (_shale/, _recovery/, _probe/, .shale-tmp/) and
 // top-level objects are never candidates. Pure.
@@ -73,12 +73,12 @@ func isReserved(key string) bool {
 
 // DroppedSkip says why a dropped table's leftovers were all kept.
 type DroppedSkip struct {
-	Table  string `json:"table"`
-	Reason string `json:"reason"`
+	Table  string `json:"table"`  // the dropped table's name (its top-level prefix)
+	Reason string `json:"reason"` // why, in words: a pointer, a live hold or a pending sidecar names it
 }
 
 // markerLeftovers returns the objects of a dropped table h (HEAD a drop marker) that go:
-// every object under its data/, _deletions/, _txn/ and _versions/ except the marker
+// every object under its data/, _deletions/, _indices/, _txn/ and _versions/ except the marker
 // manifest and its transaction record, ascending by key (objs, any order). The marker
 // stays for good: it keeps the table's version numbers from being used again.
 func markerLeftovers(h manifest.TableHead, objs []store.ObjectInfo) []store.ObjectInfo {

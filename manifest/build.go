@@ -92,9 +92,10 @@ func Build(table string, parent *Manifest, txn Transaction) (*Manifest, error) {
 			delete(m.Config, k)
 		}
 	case OpRewrite:
-		if err = m.applyRewrite(op.Groups); err == nil {
+		var predicted map[uint32]bool
+		if predicted, err = m.applyRewrite(op.Groups); err == nil {
 			// Segments built in the same commit for the new fragments (zone maps).
-			err = m.addIndexes(op.NewIndexes)
+			err = m.addIndexes(m.rewriteSegments(op.NewIndexes, predicted))
 		}
 	case OpCreateIndex:
 		// Index metadata changes: drop indexes by name, drop segments by uuid (a merge of
@@ -210,28 +211,38 @@ func (m *Manifest) applyDeletions(op *Operation) error {
 }
 
 // applyRewrite replaces each group's old fragments by its new ones, at the position of the
-// group's first old fragment. Indexes keep their coverage lists: the new fragments are not
-// covered (queries scan them) until an index build covers them.
-func (m *Manifest) applyRewrite(groups []RewriteGroup) error {
+// group's first old fragment. Indexes keep their coverage lists (pruneIndexCoverage then
+// drops the old fragments): the new fragments are not covered (queries scan them) until
+// an index build covers them, or a segment of the rewrite does (rewriteSegments).
+//
+// New fragments get ids from NextFragmentID, in group order. A writer that built index
+// segments for them predicted those ids and set them as the new fragments' ID; it
+// returns the new ids that were predicted right (a rewrite rebuilt on top of a version
+// that took ids meanwhile, an append, gets others).
+func (m *Manifest) applyRewrite(groups []RewriteGroup) (map[uint32]bool, error) {
+	predicted := map[uint32]bool{}
 	for _, g := range groups {
 		if len(g.Old) == 0 {
-			return fmt.Errorf("rewrite group without old fragments")
+			return nil, fmt.Errorf("rewrite group without old fragments")
 		}
 		pos := -1
 		for _, id := range g.Old {
 			i := slices.IndexFunc(m.Fragments, func(f Fragment) bool { return f.ID == id })
 			if i < 0 {
-				return fmt.Errorf("fragment %d no longer exists", id)
+				return nil, fmt.Errorf("fragment %d no longer exists", id)
 			}
 			if pos < 0 || i < pos {
 				pos = i
 			}
 		}
 		if err := m.checkFieldIDs(g.New); err != nil {
-			return err
+			return nil, err
 		}
 		fresh := make([]Fragment, len(g.New))
 		for i, f := range g.New {
+			if f.ID == m.NextFragmentID {
+				predicted[f.ID] = true
+			}
 			f.ID = m.NextFragmentID
 			m.NextFragmentID++
 			fresh[i] = f
@@ -240,7 +251,26 @@ func (m *Manifest) applyRewrite(groups []RewriteGroup) error {
 		// pos counts fragments before the first old one, none of which were removed.
 		m.Fragments = slices.Concat(rest[:pos], fresh, rest[pos:])
 	}
-	return nil
+	return predicted, nil
+}
+
+// rewriteSegments returns the index segments a rewrite built for its new fragments that
+// still apply to m, the rewrite applied on its parent: a segment extends an index the
+// parent has (same name, kind and fields: not dropped or replaced by another kind
+// meanwhile) and covers only new fragments whose ids its writer predicted (the zone ids
+// inside its objects are those). Others are left out, and their fragments stay uncovered
+// (scanned): never an index describing rows it does not hold.
+func (m *Manifest) rewriteSegments(segs []Index, predicted map[uint32]bool) []Index {
+	var out []Index
+	for _, ix := range segs {
+		extends := slices.ContainsFunc(m.Indexes, func(o Index) bool {
+			return o.Name == ix.Name && o.Kind == ix.Kind && slices.Equal(o.FieldIDs, ix.FieldIDs)
+		})
+		if extends && len(ix.Fragments) > 0 && !slices.ContainsFunc(ix.Fragments, func(id uint32) bool { return !predicted[id] }) {
+			out = append(out, ix)
+		}
+	}
+	return out
 }
 
 func deletionKey(f *Fragment) string {
@@ -285,7 +315,12 @@ func (m *Manifest) addIndexes(segs []Index) error {
 
 // pruneIndexCoverage drops fragments that no longer exist from every index's coverage (a
 // fragment removed by a delete, rewritten by compaction, replaced by an overwrite), so a
-// fragment id in an index always names a fragment of this version.
+// fragment id in an index always names a fragment of this version. A segment left
+// covering nothing is dropped when another segment of its name remains (each compaction
+// adds zone-map segments for its new fragments and empties older ones, which would
+// otherwise pile up, each read by every query and kept from garbage collection); an
+// index all of whose segments cover nothing keeps its first, so the index stays (one
+// built on an empty table covers nothing either).
 func (m *Manifest) pruneIndexCoverage() {
 	if len(m.Indexes) == 0 {
 		return
@@ -294,10 +329,24 @@ func (m *Manifest) pruneIndexCoverage() {
 	for _, f := range m.Fragments {
 		live[f.ID] = true
 	}
+	covering := map[string]bool{} // names with a segment that covers something
 	for i := range m.Indexes {
 		ix := &m.Indexes[i]
 		if slices.ContainsFunc(ix.Fragments, func(id uint32) bool { return !live[id] }) {
 			ix.Fragments = slices.DeleteFunc(slices.Clone(ix.Fragments), func(id uint32) bool { return !live[id] })
 		}
+		if len(ix.Fragments) > 0 {
+			covering[ix.Name] = true
+		}
 	}
+	kept := map[string]bool{}
+	out := make([]Index, 0, len(m.Indexes))
+	for _, ix := range m.Indexes {
+		if len(ix.Fragments) == 0 && (covering[ix.Name] || kept[ix.Name]) {
+			continue
+		}
+		kept[ix.Name] = true
+		out = append(out, ix)
+	}
+	m.Indexes = out
 }

@@ -118,3 +118,103 @@ func TestMergeWALExactlyOnceUnderRace(t *testing.T) {
 		t.Fatalf("rows %d, watermark %d", head.LiveRows(), head.WALMerged["s"])
 	}
 }
+
+// TestRewriteSegments: a rewrite's index segments over its new fragments are applied only
+// when they extend an index the parent has (same name, kind and fields) and cover new
+// fragments whose ids their writer predicted; otherwise they are left out and the new
+// fragments stay uncovered, so a rewrite rebuilt on top of an append (which took the ids)
+// never makes an index describe rows it does not hold.
+func TestRewriteSegments(t *testing.T) {
+	m, err := Build("t", nil, NewTransaction(0, Operation{Kind: OpCreate, Schema: testSchema(t), NewFragments: []Fragment{frag(1), frag(2), frag(3)}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err = commitOp(t, m, Operation{Kind: OpCreateIndex, NewIndexes: []Index{{Name: "zm", UUID: "u1", Kind: "zonemap", FieldIDs: []int32{0}, Fragments: []uint32{0, 1, 2}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fragments 0 and 1 become fragment 3 (m.NextFragmentID).
+	rewrite := func(expected uint32, segs ...Index) Operation {
+		nf := frag(3)
+		nf.ID = expected
+		return Operation{Kind: OpRewrite, Groups: []RewriteGroup{{Old: []uint32{0, 1}, New: []Fragment{nf}}}, NewIndexes: segs}
+	}
+	seg := func(name, kind string, frags ...uint32) Index {
+		return Index{Name: name, UUID: "new-" + name, Kind: kind, FieldIDs: []int32{0}, Fragments: frags}
+	}
+	covered := func(m *Manifest) string {
+		var out []string
+		for _, ix := range m.Indexes {
+			out = append(out, fmt.Sprintf("%s:%v", ix.UUID, ix.Fragments))
+		}
+		return fmt.Sprint(out)
+	}
+	for _, c := range []struct {
+		name   string
+		parent func() *Manifest
+		op     Operation
+		want   string
+	}{
+		{"predicted", func() *Manifest { return m }, rewrite(3, seg("zm", "zonemap", 3)), "[u1:[2] new-zm:[3]]"},
+		{"not predicted", func() *Manifest { return m }, rewrite(0, seg("zm", "zonemap", 3)), "[u1:[2]]"},
+		{"rebuilt on an append", func() *Manifest {
+			a, err := commitOp(t, m, Operation{Kind: OpAppend, NewFragments: []Fragment{frag(4)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return a
+		}, rewrite(3, seg("zm", "zonemap", 3)), "[u1:[2]]"},
+		{"index dropped meanwhile", func() *Manifest {
+			d, err := commitOp(t, m, Operation{Kind: OpCreateIndex, RemovedIndexes: []string{"zm"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}, rewrite(3, seg("zm", "zonemap", 3)), "[]"},
+		{"another kind", func() *Manifest { return m }, rewrite(3, seg("zm", "btree", 3)), "[u1:[2]]"},
+		{"unknown name", func() *Manifest { return m }, rewrite(3, seg("other", "zonemap", 3)), "[u1:[2]]"},
+		{"an old fragment", func() *Manifest { return m }, rewrite(3, seg("zm", "zonemap", 2, 3)), "[u1:[2]]"},
+	} {
+		got, err := commitOp(t, c.parent(), c.op)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if covered(got) != c.want {
+			t.Errorf("%s: segments %s, want %s", c.name, covered(got), c.want)
+		}
+	}
+}
+
+// TestEmptySegmentsDropped: a segment whose every covered fragment is gone leaves the
+// manifest when another segment of its name remains; an index whose segments all cover
+// nothing keeps one (it still exists).
+func TestEmptySegmentsDropped(t *testing.T) {
+	m, err := Build("t", nil, NewTransaction(0, Operation{Kind: OpCreate, Schema: testSchema(t), NewFragments: []Fragment{frag(1), frag(2), frag(3)}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err = commitOp(t, m, Operation{Kind: OpCreateIndex, NewIndexes: []Index{
+		{Name: "a", UUID: "a1", Kind: "btree", FieldIDs: []int32{0}, Fragments: []uint32{0, 1}},
+		{Name: "a", UUID: "a2", Kind: "btree", FieldIDs: []int32{0}, Fragments: []uint32{2}},
+		{Name: "b", UUID: "b1", Kind: "zonemap", FieldIDs: []int32{0}, Fragments: []uint32{0}},
+		{Name: "b", UUID: "b2", Kind: "zonemap", FieldIDs: []int32{0}, Fragments: []uint32{1}},
+		{Name: "c", UUID: "c1", Kind: "zonemap", FieldIDs: []int32{0}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	segs := func(m *Manifest) string {
+		var out []string
+		for _, ix := range m.Indexes {
+			out = append(out, fmt.Sprintf("%s:%v", ix.UUID, ix.Fragments))
+		}
+		return fmt.Sprint(out)
+	}
+	rw, err := commitOp(t, m, Operation{Kind: OpRewrite, Groups: []RewriteGroup{{Old: []uint32{0, 1}, New: []Fragment{frag(3)}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := segs(rw); got != "[a2:[2] b1:[] c1:[]]" {
+		t.Fatalf("segments after the rewrite: %s", got)
+	}
+}

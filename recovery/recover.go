@@ -77,25 +77,25 @@ const (
 
 // Outcome is what Recover did with one sidecar.
 type Outcome struct {
-	Key       string `json:"key"`
-	Operation string `json:"operation"`
-	Table     string `json:"table,omitempty"`
-	Action    string `json:"action"`
+	Key       string `json:"key"`                 // the sidecar's key: _recovery/<operation>.json
+	Operation string `json:"operation"`           // the operation id
+	Table     string `json:"table,omitempty"`     // its table ("" when the sidecar could not be read)
+	Action    string `json:"action"`              // what was done: one of the actions above
 	Version   uint64 `json:"version,omitempty"`   // the version the operation committed (roll forward)
 	Published uint64 `json:"published,omitempty"` // the table's published version afterwards (0: unknown or no catalog)
 	// Fence (roll back): the abort version that fences the operation's transactions, so
 	// none of them can commit after its files are deleted (0: table dropped).
 	Fence        uint64   `json:"fence,omitempty"`
-	DeletedFiles []string `json:"deleted_files,omitempty"`
+	DeletedFiles []string `json:"deleted_files,omitempty"` // keys of the files a roll back deleted
 	// SidecarKept (RollForward only): the version is published but earlier attempts left
 	// files no version references; the sidecar stays so that Recover deletes them.
 	SidecarKept bool   `json:"sidecar_kept,omitempty"`
-	Err         string `json:"error,omitempty"`
+	Err         string `json:"error,omitempty"` // why Action is Failed, in words
 }
 
 // Report lists one Outcome per sidecar examined, oldest first.
 type Report struct {
-	Outcomes []Outcome `json:"outcomes"`
+	Outcomes []Outcome `json:"outcomes"` // one per sidecar, oldest first
 }
 
 // Pending returns the keys of the sidecars of table ("" = every table) in the store,
@@ -145,8 +145,11 @@ func Pending(ctx context.Context, s store.Store, table string) ([]string, error)
 //     rejected (Fence, planned on the HEAD the scan read: none of them can commit after
 //     it; if one lands first the abort fails and the sidecar is rolled forward instead),
 //     published once the versions below it are, then delete every file under the
-//     attempts' data prefixes that no version references (roll back), then the sidecar.
+//     attempts' prefixes (Sidecar.Prefixes) that no version references (roll back),
+//     then the sidecar.
 //
+// Compaction and index-build sidecars are resolved alike; "references" counts a
+// version's data files, deletion vectors and index objects (Manifest.Indexes[].Files).
 // Versions made by other transactions are never published, and a file a version
 // references is never deleted. Recover is idempotent and safe to run concurrently with
 // writers and with itself (the claim makes one of two racing recoveries act; the other
@@ -411,8 +414,9 @@ func (r *recoverer) resolveOnce(ctx context.Context, key string, sc Sidecar, out
 		from = min(from, a.ReadVersion)
 	}
 	var landed *manifest.Record
-	var fenced uint64               // an abort version naming one of txns (an earlier roll back)
-	referenced := map[string]bool{} // keys under the attempts' prefixes that some version names
+	var fenced uint64 // an abort version naming one of txns (an earlier roll back)
+	prefixes := sc.Prefixes()
+	referenced := map[string]bool{} // keys under the attempts' prefixes that some version names (data files, index objects)
 	head, err := manifest.Head(ctx, r.s, sc.Table)
 	switch {
 	case errors.Is(err, manifest.ErrTableNotFound):
@@ -460,8 +464,15 @@ func (r *recoverer) resolveOnce(ctx context.Context, key string, sc Sidecar, out
 		}
 		for _, f := range rec.Manifest.Fragments {
 			for _, df := range f.Files {
-				if underAny(df.Key, sc.Attempts) {
+				if underAny(df.Key, prefixes) {
 					referenced[df.Key] = true
+				}
+			}
+		}
+		for _, ix := range rec.Manifest.Indexes {
+			for _, k := range ix.Files {
+				if underAny(k, prefixes) {
+					referenced[k] = true
 				}
 			}
 		}
@@ -560,14 +571,15 @@ func (r *recoverer) droppedSince(ctx context.Context, table string, head, from u
 	return rec.Manifest != nil && rec.Manifest.IncarnationSince > from, nil
 }
 
-// deleteFiles deletes the files under sc's attempts' prefixes that no version references
-// (referenced), then the sidecar; RollForward only reports that files are left.
+// deleteFiles deletes the files under sc's prefixes (Sidecar.Prefixes: data files and
+// index objects) that no version references (referenced), then the sidecar; RollForward
+// only reports that files are left.
 func (r *recoverer) deleteFiles(ctx context.Context, key string, sc Sidecar, out Outcome, referenced map[string]bool) (Outcome, error) {
 	// Files of attempts that did not land (and, defensively, any file no version names).
-	for _, a := range sc.Attempts {
-		objs, err := r.s.List(ctx, a.DataPrefix, 0)
+	for _, prefix := range sc.Prefixes() {
+		objs, err := r.s.List(ctx, prefix, 0)
 		if err != nil {
-			return out, fmt.Errorf("sidecar %s: list %s: %w", key, a.DataPrefix, err)
+			return out, fmt.Errorf("sidecar %s: list %s: %w", key, prefix, err)
 		}
 		for _, o := range objs {
 			if referenced[o.Key] {
@@ -635,6 +647,6 @@ func (r *recoverer) publish(ctx context.Context, m *manifest.Manifest) (publishe
 	return published{prev: adv.Prev, now: adv.Now.Version}, nil
 }
 
-func underAny(key string, as []Attempt) bool {
-	return slices.ContainsFunc(as, func(a Attempt) bool { return strings.HasPrefix(key, a.DataPrefix) })
+func underAny(key string, prefixes []string) bool {
+	return slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(key, p) })
 }

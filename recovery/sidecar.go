@@ -1,15 +1,35 @@
 // Package recovery makes maintenance operations crash-safe (DESIGN §11-12): a
-// compaction stores a sidecar, _recovery/<operation ULID>.json, naming every transaction
-// it may commit and the data-file prefix of each attempt before it writes anything
-// (Phase A), and removes it after the publish (Phase D). Recover resolves the sidecars a
-// crashed or failed operation left: it rolls forward (publishes) a transaction that
-// landed, or deletes the files of attempts that never landed, and then the sidecar. A
-// running operation holds a catalog hold named by its operation id; Recover leaves its
-// sidecar alone (SkippedLive). RollForward, the roll-forward half alone, runs before a
-// DB's first write to a table when Hook is set as engine.Options.BeforeFirstWrite.
+// compaction or an index build stores a sidecar, _recovery/<operation ULID>.json, naming
+// every transaction it may commit and the prefix each attempt writes under before it
+// writes anything (Phase A), and removes it after the publish (Phase D). Recover resolves
+// the sidecars a crashed or failed operation left: it rolls forward (publishes) a
+// transaction that landed, or fences the transactions (an abort version) and deletes the
+// files of attempts that never landed, and then the sidecar. A running operation holds a
+// catalog hold named by its operation id; Recover leaves its sidecar alone
+// (SkippedLive). RollForward, the roll-forward half alone, runs before a DB's first write
+// to a table when Hook is set as engine.Options.BeforeFirstWrite.
 //
-// The import direction is recovery → compaction: compaction defines the Sidecars
-// interface and the Intent it records; Sidecars here implements it.
+// Kinds of sidecar (Sidecar.Kind) and the prefixes an attempt owns (Sidecar.Prefixes):
+//
+//   - "compaction": one attempt per plan-write-commit attempt; each owns its data files
+//     under <table>/data/<txn-id>/ and the zone maps of its new fragments under
+//     <table>/_indices/<txn-id>/.
+//   - "index": one attempt, the build's transaction; it owns <table>/_indices/<txn-id>/
+//     (the segment's objects).
+//
+// Decode refuses a sidecar whose prefix is anything else, so a sidecar can never name
+// another transaction's or another table's files.
+//
+// The import direction is recovery → compaction and recovery → engine: compaction
+// defines the Sidecars interface and the Intent it records, the engine IndexSidecars and
+// IndexIntent; Sidecars and IndexSidecars here implement them.
+//
+// Where to start: a program that compacts sets engine.Options.BeforeFirstWrite to
+// Hook(Options{}) and compacts through Enable(compaction.New(db)); one that builds
+// indexes sets engine.Options.IndexSidecars to IndexSidecars{Store: s}; an operator's
+// tool runs Recover (the `shale recover` command) and reads its Report. Recover is safe
+// to run concurrently with writers, compactions, index builds and other Recovers, in any
+// process.
 package recovery
 
 import (
@@ -17,10 +37,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/shale-db/shale/compaction"
+	"github.com/shale-db/shale/engine"
+	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
 	"github.com/shale-db/shale/store"
 )
@@ -31,8 +52,11 @@ const Dir = "_recovery/"
 // Format is the sidecar format version this build writes; it refuses to act on a larger one.
 const Format = 1
 
-// KindCompaction is the only sidecar kind so far.
-const KindCompaction = "compaction"
+// Kinds of sidecar.
+const (
+	KindCompaction = "compaction" // a compaction run (compaction.Intent)
+	KindIndex      = "index"      // an index build (engine.IndexIntent)
+)
 
 // Errors.
 var (
@@ -44,29 +68,38 @@ var (
 	ErrUnknownKind = errors.New("recovery: unknown sidecar kind")
 )
 
-// Sidecar is the stored form of a compaction run's intent (JSON):
+// Sidecar is the stored form of a maintenance operation's intent (JSON), a compaction
+// run's:
 //
 //	{"format":1,"kind":"compaction","operation_id":"01J…","table":"t",
 //	 "created":"2026-…Z","published_at_start":7,
 //	 "attempts":[{"txn_id":"01J…","read_version":7,"data_prefix":"t/data/01J…/"}]}
 //
-// Every data file an attempt writes has a key starting with its data_prefix; every
-// version the operation may commit carries one of the attempts' txn_id.
+// or an index build's (one attempt; the prefix is its index directory):
+//
+//	{"format":1,"kind":"index","operation_id":"01J…","table":"t","created":"2026-…Z",
+//	 "attempts":[{"txn_id":"01J…","read_version":7,"data_prefix":"t/_indices/01J…/"}]}
+//
+// Every object an attempt writes has a key starting with one of its prefixes
+// (Prefixes); every version the operation may commit carries one of the attempts' txn_id.
 type Sidecar struct {
-	Format           int       `json:"format"`
-	Kind             string    `json:"kind"`
-	OperationID      string    `json:"operation_id"`
-	Table            string    `json:"table"`
-	Created          time.Time `json:"created"`
-	PublishedAtStart uint64    `json:"published_at_start"`
-	Attempts         []Attempt `json:"attempts"`
+	Format           int       `json:"format"`             // the sidecar format (Format); a newer one is refused
+	Kind             string    `json:"kind"`               // the operation kind: KindCompaction or KindIndex
+	OperationID      string    `json:"operation_id"`       // the run's id; also its catalog hold id and its key (Key)
+	Table            string    `json:"table"`              // the table the operation works on
+	Created          time.Time `json:"created"`            // when the run began (MinAge is measured from it)
+	PublishedAtStart uint64    `json:"published_at_start"` // the published version when the run began (0 for an index build)
+	Attempts         []Attempt `json:"attempts"`           // every attempt so far, oldest first
 }
 
 // Attempt is one attempt of the operation (see compaction.Attempt).
 type Attempt struct {
-	TxnID       string `json:"txn_id"`
-	ReadVersion uint64 `json:"read_version"`
-	DataPrefix  string `json:"data_prefix"`
+	TxnID       string `json:"txn_id"`       // the pre-minted transaction id the attempt may commit
+	ReadVersion uint64 `json:"read_version"` // the version it was planned on
+	// DataPrefix is where the attempt writes: <table>/data/<txn-id>/ for a compaction
+	// (its data files), <table>/_indices/<txn-id>/ for an index build (its objects); the
+	// JSON name is the format's.
+	DataPrefix string `json:"data_prefix"`
 	// Rejected: the run saw this attempt's commit end in a conflict (a decision: it never
 	// commits), so a roll back deletes its files without fencing it.
 	Rejected bool `json:"rejected,omitempty"`
@@ -76,6 +109,27 @@ type Attempt struct {
 func Key(id string) string { return Dir + id + ".json" }
 
 func claimKey(id string) string { return Dir + id + ".claim" }
+
+// Prefixes lists the key prefixes the sidecar's attempts own, each ending in "/": every
+// object the operation wrote is under one of them. A compaction attempt owns its data
+// prefix and <table>/_indices/<txn-id>/ (zone maps of its new fragments, written by
+// builds that keep zone maps across compaction); an index build's attempt owns its
+// index prefix.
+func (sc Sidecar) Prefixes() []string {
+	var out []string
+	for _, a := range sc.Attempts {
+		out = append(out, a.DataPrefix)
+		if sc.Kind == KindCompaction {
+			out = append(out, indexPrefix(sc.Table, a.TxnID))
+		}
+	}
+	return out
+}
+
+// indexPrefix is <table>/_indices/<txnID>/: where transaction txnID writes index objects.
+func indexPrefix(table, txnID string) string {
+	return manifest.IndicesDir(table) + "/" + txnID + "/"
+}
 
 // FromIntent converts a compaction intent into its sidecar.
 func FromIntent(in *compaction.Intent) Sidecar {
@@ -108,15 +162,25 @@ func Decode(b []byte) (Sidecar, error) {
 		return sc, fmt.Errorf("%w: format %d, this build reads up to %d", ErrNewerFormat, sc.Format, Format)
 	case sc.Format < 1:
 		return sc, fmt.Errorf("%w: missing or bad format %d", ErrCorrupt, sc.Format)
-	case sc.Kind != KindCompaction:
+	case sc.Kind != KindCompaction && sc.Kind != KindIndex:
 		return sc, fmt.Errorf("%w: %q", ErrUnknownKind, sc.Kind)
 	case sc.OperationID == "" || sc.Table == "" || len(sc.Attempts) == 0:
 		return sc, fmt.Errorf("%w: operation %q, table %q, %d attempts", ErrCorrupt, sc.OperationID, sc.Table, len(sc.Attempts))
+	case manifest.ValidateTableName(sc.Table) != nil:
+		return sc, fmt.Errorf("%w: table name %q", ErrCorrupt, sc.Table)
+	case sc.Kind == KindIndex && len(sc.Attempts) != 1:
+		return sc, fmt.Errorf("%w: an index build has one attempt, not %d", ErrCorrupt, len(sc.Attempts))
 	}
 	for _, a := range sc.Attempts {
-		// A prefix outside the table's data directory would let recovery delete foreign files.
-		if a.TxnID == "" || !strings.HasPrefix(a.DataPrefix, sc.Table+"/data/") || !strings.HasSuffix(a.DataPrefix, "/") {
-			return sc, fmt.Errorf("%w: attempt %+v", ErrCorrupt, a)
+		// Recovery deletes what a prefix holds: a prefix other than the attempt's own
+		// transaction directory of the kind's (its data files; an index build's index
+		// objects) would let it delete foreign files.
+		want := manifest.TxnDataDir(sc.Table, a.TxnID) + "/"
+		if sc.Kind == KindIndex {
+			want = indexPrefix(sc.Table, a.TxnID)
+		}
+		if id, ok := manifest.KeyTxn(sc.Table, want+"x"); !ok || id != a.TxnID || a.DataPrefix != want {
+			return sc, fmt.Errorf("%w: %s attempt %+v (its prefix must be %q)", ErrCorrupt, sc.Kind, a, want)
 		}
 	}
 	return sc, nil
@@ -124,7 +188,7 @@ func Decode(b []byte) (Sidecar, error) {
 
 // Sidecars stores compaction sidecars in a store; it implements compaction.Sidecars.
 type Sidecars struct {
-	Store store.Store
+	Store store.Store // the table's store, where sidecars live under Dir
 	// Catalog publishes the abort version a Disarm may need (nil: a bare store).
 	Catalog *catalog.Catalog
 }
@@ -163,6 +227,50 @@ func (s Sidecars) Disarm(ctx context.Context, in *compaction.Intent) error {
 		}
 		return nil
 	}
+	if err := s.Store.Delete(ctx, key); err != nil {
+		return fmt.Errorf("table %q: delete sidecar %s: %w", in.Table, key, err)
+	}
+	return nil
+}
+
+// FromIndexIntent converts an index build's intent into its sidecar.
+func FromIndexIntent(in *engine.IndexIntent) Sidecar {
+	return Sidecar{Format: Format, Kind: KindIndex, OperationID: in.OperationID, Table: in.Table, Created: in.Created,
+		Attempts: []Attempt{{TxnID: in.TxnID, ReadVersion: in.ReadVersion, DataPrefix: in.Prefix}}}
+}
+
+// IndexSidecars stores the sidecars of index builds in a store; it implements
+// engine.IndexSidecars (set it as engine.Options.IndexSidecars). Recover resolves them
+// as it does compactions': the build's hold (its operation id) says it is alive; a
+// version carrying its transaction is rolled forward (published); otherwise the
+// transaction is fenced and the unreferenced objects under its index prefix deleted.
+type IndexSidecars struct {
+	Store store.Store // the store of the tables whose builds it records (sidecars go under Dir)
+}
+
+var _ engine.IndexSidecars = IndexSidecars{}
+
+// Arm stores in's sidecar with put-if-absent. Errors: a sidecar that would not decode
+// (ErrCorrupt: a prefix other than the build's index directory), store errors naming
+// the key.
+func (s IndexSidecars) Arm(ctx context.Context, in *engine.IndexIntent) error {
+	sc := FromIndexIntent(in)
+	body := sc.Encode()
+	if _, err := Decode(body); err != nil {
+		return fmt.Errorf("table %q: index sidecar: %w", in.Table, err)
+	}
+	key := Key(in.OperationID)
+	if err := s.Store.PutIfAbsent(ctx, key, body); err != nil {
+		return fmt.Errorf("table %q: sidecar %s: %w", in.Table, key, err)
+	}
+	return nil
+}
+
+// Disarm deletes in's sidecar: the build committed and published, or was rejected (its
+// objects are then referenced by no version; garbage collection fences its transaction
+// and deletes them). Errors: store errors naming the key.
+func (s IndexSidecars) Disarm(ctx context.Context, in *engine.IndexIntent) error {
+	key := Key(in.OperationID)
 	if err := s.Store.Delete(ctx, key); err != nil {
 		return fmt.Errorf("table %q: delete sidecar %s: %w", in.Table, key, err)
 	}

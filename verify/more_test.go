@@ -60,38 +60,6 @@ func TestAbortedGroupVersion(t *testing.T) {
 	requireFault(t, f.verify(t, Options{}), m.Key(), "published version belongs to aborted multi-table group")
 }
 
-func TestIndexEntries(t *testing.T) {
-	f := newFixture(t, storetest.Mem(t))
-	m := *f.pub
-	idxFile := "t/_indexes/x/part-0.idx"
-	if err := f.s.Put(context.Background(), idxFile, []byte("index")); err != nil {
-		t.Fatal(err)
-	}
-	m.Indexes = []manifest.Index{
-		{Name: "ok", Kind: "btree", FieldIDs: m.Schema.FieldIDs[:1], Fragments: []uint32{m.Fragments[0].ID}, Version: 2, Files: []string{idxFile}},
-		{Name: "stale", Kind: "zonemap", FieldIDs: m.Schema.FieldIDs[:1], Fragments: []uint32{m.Fragments[0].ID, 77}, Version: 3},
-		{Name: "badfield", Kind: "btree", FieldIDs: []int32{999}, Version: 3},
-		{Name: "future", Kind: "btree", FieldIDs: m.Schema.FieldIDs[:1], Version: 9},
-		{Name: "nofile", Kind: "btree", FieldIDs: m.Schema.FieldIDs[:1], Version: 4, Files: []string{"t/_indexes/gone.idx"}},
-	}
-	v := newVerifier(f.s, f.cat, Options{})
-	v.sum = &TableSummary{}
-	ids := map[uint32]bool{}
-	for _, fr := range m.Fragments {
-		ids[fr.ID] = true
-	}
-	v.checkIndexes(context.Background(), &m, ids)
-	requireFault(t, v.rep, m.Key(), `index "badfield" references field id 999`)
-	requireFault(t, v.rep, m.Key(), `index "future" was built from version 9`)
-	requireFault(t, v.rep, "t/_indexes/gone.idx", `index "nofile" file missing`)
-	if len(v.rep.Faults) != 3 {
-		t.Fatalf("want exactly 3 faults, got:\n%s", faultList(v.rep))
-	}
-	if len(v.rep.Notes) != 1 || !strings.Contains(v.rep.Notes[0].Message, `index "stale" covers 1 fragment(s) no longer in the table: [77]`) {
-		t.Fatalf("want one coverage note for index stale, got %v", v.rep.Notes)
-	}
-}
-
 func TestAllNamesTheBrokenTable(t *testing.T) {
 	f := newFixture(t, storetest.Mem(t))
 	ctx := context.Background()

@@ -75,9 +75,10 @@ type verifier struct {
 	mem  memory.Allocator
 	rep  *Report
 
-	files map[string]fileSeen // data files and deletion vectors already read, by key
-	heads map[string]error    // objects already checked for existence, by key
-	sum   *TableSummary
+	files    map[string]fileSeen     // data files and deletion vectors already read, by key
+	heads    map[string]error        // objects already checked for existence, by key
+	segments map[string]*segmentSeen // index segments already read, by <table>/<uuid>
+	sum      *TableSummary
 }
 
 // fileSeen is what a data file or deletion vector was described as when first read.
@@ -88,7 +89,7 @@ type fileSeen struct {
 
 func newVerifier(s store.Store, cat *catalog.Catalog, opts Options) *verifier {
 	return &verifier{s: s, cat: cat, opts: opts, mem: memory.DefaultAllocator, rep: &Report{Faults: []Fault{}, Notes: []Note{}},
-		files: map[string]fileSeen{}, heads: map[string]error{}}
+		files: map[string]fileSeen{}, heads: map[string]error{}, segments: map[string]*segmentSeen{}}
 }
 
 func (v *verifier) table(ctx context.Context, table string) error {

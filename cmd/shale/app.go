@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -58,6 +57,10 @@ last one exits.
 State directory (--home): $SHALE_HOME, else $XDG_STATE_HOME/shale, else
 ~/.local/state/shale. The default store is file://<home>/store.
 
+With --json a command prints one JSON object on stdout (lists under named keys, []
+when empty, no nulls; query's rows are JSON Lines), and a failure prints one line on
+stderr: {"error":{"message":…,"kind":…,"exit":N}}. See docs/json.md.
+
 Exit status: 0 success, 1 the command failed, 2 usage error.`
 
 func (a *app) rootCommand() *cobra.Command {
@@ -81,10 +84,13 @@ func (a *app) rootCommand() *cobra.Command {
 				return &usageError{err}
 			}
 			a.started = true
+			if a.jsonOut && cmd.Name() == "demo" {
+				return usagef("demo is a guided tour for people and has no --json output; run the commands it runs (import, query --count, delete, versions) with --json")
+			}
 			// Commands that only read open the store without the put-if-absent probe, so a
 			// read-only store (or read-only credentials) can still be queried.
 			switch cmd.Name() {
-			case "query", "versions", "inspect", "status", "verify":
+			case "query", "versions", "inspect", "status", "verify", "export":
 				a.readOnly = true
 			}
 			return a.resolveHome()
@@ -98,12 +104,13 @@ func (a *app) rootCommand() *cobra.Command {
 	pf.StringVar(&a.storeFlag, "store", "", "store URL (default file://<home>/store)")
 	pf.StringVar(&a.etcdFlag, "etcd", "", "etcd endpoints host:port,... of an existing cluster (default: the embedded etcd under <home>)")
 	pf.StringVar(&a.homeFlag, "home", "", "state directory (default $SHALE_HOME, else $XDG_STATE_HOME/shale, else ~/.local/state/shale)")
-	pf.BoolVar(&a.jsonOut, "json", false, "machine-readable JSON output")
+	pf.BoolVar(&a.jsonOut, "json", false, "machine-readable output: one JSON object on stdout, errors as a JSON object on stderr (docs/json.md)")
 
 	root.AddCommand(
 		a.createCommand(),
 		a.importCommand(),
 		a.queryCommand(),
+		a.exportCommand(),
 		a.deleteCommand(),
 		a.updateCommand(),
 		a.versionsCommand(),
@@ -209,7 +216,7 @@ func (a *app) open(ctx context.Context) (*engine.DB, error) {
 	a.closer = append(a.closer, func() { s.Close() })
 	// Every write first rolls forward maintenance a crashed process committed but did not
 	// publish (roll forward only: `shale recover` also rolls back).
-	db, err := engine.Open(ctx, s, engine.Options{Etcd: c.Etcd(), BeforeFirstWrite: recovery.Hook(recovery.Options{})})
+	db, err := engine.Open(ctx, s, engine.Options{Etcd: c.Etcd(), BeforeFirstWrite: recovery.Hook(recovery.Options{}), IndexSidecars: recovery.IndexSidecars{Store: s}})
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", s.URL(), err)
 	}
@@ -248,12 +255,9 @@ func (a *app) openTable(ctx context.Context, name string) (*engine.Table, error)
 	return db.OpenTable(ctx, name)
 }
 
-// printJSON writes v as indented JSON to stdout.
-func (a *app) printJSON(v any) error {
-	enc := json.NewEncoder(a.stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
+// printJSON writes v as the command's one JSON object on stdout: indented, lists [] when
+// empty, members that do not apply left out (writeReport; docs/json.md).
+func (a *app) printJSON(v any) error { return writeReport(a.stdout, v, false) }
 
 // printf writes to stdout.
 func (a *app) printf(format string, args ...any) { fmt.Fprintf(a.stdout, format, args...) }

@@ -71,8 +71,8 @@ func TestBadInputsFailCleanly(t *testing.T) {
 	t.Run("malformed where", func(t *testing.T) {
 		e := &env{t: t, home: e.home, dir: e.dir}
 		for _, w := range []string{"id >", "id = = 1", "id = 1; DROP TABLE x", "name LIKE"} {
-			e.fails(1, []string{tbl, "filter"}, "query", tbl, "--where", w)
-			e.fails(1, []string{tbl, "filter"}, "delete", tbl, "--where", w)
+			e.fails(1, []string{tbl, "WHERE", "syntax error"}, "query", tbl, "--where", w)
+			e.fails(1, []string{tbl, "WHERE", "syntax error"}, "delete", tbl, "--where", w)
 		}
 		e.unchanged(tbl, m, v)
 	})

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -29,6 +30,22 @@ baseline time / engine time. Progress goes to stderr. benchmarks/RESULTS.md reco
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if reps < 1 {
+				return usagef("--reps must be at least 1, got %d", reps)
+			}
+			if rows < 0 {
+				return usagef("--rows must be 0 (all) or more, got %d", rows)
+			}
+			var suiteList []string
+			if suites != "" {
+				for _, s := range strings.Split(suites, ",") {
+					s = strings.TrimSpace(s)
+					if !slices.Contains(benchmarks.AllSuites, s) {
+						return usagef("unknown suite %q in --suites (want %s)", s, strings.Join(benchmarks.AllSuites, ", "))
+					}
+					suiteList = append(suiteList, s)
+				}
+			}
 			c, err := coord.Connect(ctx, a.coordConfig())
 			if err != nil {
 				return err
@@ -40,15 +57,15 @@ baseline time / engine time. Progress goes to stderr. benchmarks/RESULTS.md reco
 					return err
 				}
 			}
-			if suites != "" {
-				cfg.Suites = strings.Split(suites, ",")
-			}
+			cfg.Suites = suiteList
 			rep, err := benchmarks.Run(ctx, cfg, a.stderr)
 			if err != nil {
 				return err
 			}
 			if a.jsonOut {
-				return a.printJSON(rep)
+				// benchmarks.Report has no JSON tags: its keys are its field names in
+				// snake_case (durations in nanoseconds).
+				return writeReport(a.stdout, rep, true)
 			}
 			a.printf("%s", rep.Markdown())
 			return nil
@@ -58,7 +75,7 @@ baseline time / engine time. Progress goes to stderr. benchmarks/RESULTS.md reco
 	f.StringVar(&data, "data", defaultDemoData, "Parquet file with the flights schema (\"\" = synthetic rows)")
 	f.StringVar(&suites, "suites", "", "comma-separated suites: import, scan, open, commit, txn, compact, recover (default: import, scan, open, commit; txn builds a 10,000-version history and runs writer processes, compact and recover rebuild their tables or sidecars every repetition)")
 	f.IntVar(&rows, "rows", 0, "cap on rows read from --data (0 = all)")
-	f.IntVar(&reps, "reps", 0, "timed repetitions per variant (default 5)")
+	f.IntVar(&reps, "reps", benchmarks.DefaultReps, "timed repetitions per variant (at least 1)")
 	f.BoolVar(&keep, "keep", false, "leave the benchmark's objects and catalog keys in place")
 	return cmd
 }

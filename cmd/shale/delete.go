@@ -13,7 +13,9 @@ func (a *app) deleteCommand() *cobra.Command {
 		Short: "Delete the rows matching a WHERE expression",
 		Long: `Delete the rows matching a SQL WHERE expression in one new version (deletion
 vectors; the data files are not rewritten). Deleting nothing commits nothing. Older
-versions still see the rows: query --version N.`,
+versions still see the rows: query --version N.
+
+` + whereHelp,
 		Example: `  shale delete flights --where "origin = 'LAS'"`,
 		Args:    exactArgs("TABLE"),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -76,12 +76,20 @@ unsure whether it committed) commits nothing and reports the version that has th
 publishing it if the first run died before it could. To append the same rows again on
 purpose, pass another --idempotency-key.
 
+FILE - reads standard input and needs --format and --table. CSV, TSV, JSON Lines and
+Arrow IPC streams are streamed (only the type inference sample is held in memory);
+Parquet and the Arrow IPC file format need random access, so a pipe is first copied to
+a temporary file in $TMPDIR (as large as the input), removed when the import ends.
+Standard input has no content to derive an idempotency key from before it is read: such
+an import is idempotent only with --idempotency-key.
+
 An import that fails, or is interrupted (Ctrl-C), deletes the data files it wrote, and
 drops the table again if it created it and no other writer wrote to it meanwhile. (A
 second Ctrl-C stops at once and leaves them to 'shale gc'.)`,
 		Example: `  shale import flights.parquet
   shale import trips-2024.csv --table trips
-  shale import events.log --format jsonl --table events`,
+  shale import events.log --format jsonl --table events
+  zcat trips.csv.gz | shale import - --format csv --table trips --idempotency-key trips-2024-06`,
 		Args: exactArgs("FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.format != "" {
@@ -93,6 +101,9 @@ second Ctrl-C stops at once and leaves them to 'shale gc'.)`,
 			}
 			if table == "" && flagChanged(cmd.Flags(), "table") {
 				return usagef("--table needs a table name (leave --table out to use the file's name)")
+			}
+			if args[0] == stdinPath && (opts.format == "" || table == "") {
+				return usagef("import - reads standard input: it needs --format (%s) and --table", formatList)
 			}
 			if table == "" {
 				base := filepath.Base(args[0])
@@ -155,12 +166,16 @@ func (a *app) printImport(r *importResult) {
 	if !r.Created && !r.Overwrite {
 		into = " to " + r.Table
 	}
+	from := filepath.Base(r.File)
+	if r.File == stdinPath {
+		from = stdinName
+	}
 	rate := ""
 	if r.Rows >= minRateRows {
 		rate = ", " + thousands(int64(r.RowsPerS)) + " rows/s"
 	}
 	a.printf("%s %s%s from %s: version %d, %s%s\n",
-		verb, plural(r.Rows, "row"), into, filepath.Base(r.File), r.Version, seconds(r.Elapsed), rate)
+		verb, plural(r.Rows, "row"), into, from, r.Version, seconds(r.Elapsed), rate)
 }
 
 // importFile streams path into table: created from the file's schema when missing,
@@ -229,7 +244,7 @@ func (a *app) importFile(ctx context.Context, path, table string, opts importOpt
 		}
 	}
 	res.IdempotencyKey = opts.idempotencyKey
-	if res.IdempotencyKey == "" {
+	if res.IdempotencyKey == "" && path != stdinPath { // stdin: no key unless given
 		if res.IdempotencyKey, err = importKey(path, table, format, opts.overwrite && !res.Created); err != nil {
 			if res.Created {
 				if _, derr := db.DropTableAt(context.WithoutCancel(ctx), table, createdAt); derr == nil {

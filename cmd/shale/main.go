@@ -3,7 +3,8 @@
 //
 // Exit status: 0 on success, 1 when the command failed, 2 on a usage error (unknown
 // command or flag, missing or extra arguments, a bad flag value). Errors print one line
-// to stderr.
+// to stderr: text, or with --json the object {"error":{"message","kind","exit"}}
+// (jsonout.go, docs/json.md).
 package main
 
 import (
@@ -70,7 +71,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		msg += fmt.Sprintf(" (see '%s --help')", name)
 	}
-	fmt.Fprintf(stderr, "shale: error: %s\n", msg)
+	fmt.Fprint(stderr, errorLine(msg, code, err, app.jsonOut || wantsJSON(args)))
 	return code
 }
 

@@ -212,11 +212,14 @@ func (e *env) manifests(table string) int {
 // versions returns the versions `shale versions --json` lists.
 func (e *env) versions(table string) []versionJSON {
 	e.t.Helper()
-	var vs []versionJSON
-	if err := json.Unmarshal([]byte(e.ok("versions", table, "--json")), &vs); err != nil {
+	var out versionsJSON
+	if err := json.Unmarshal([]byte(e.ok("versions", table, "--json")), &out); err != nil {
 		e.t.Fatal(err)
 	}
-	return vs
+	if out.Table != table || out.Versions == nil {
+		e.t.Fatalf("versions --json: %+v", out)
+	}
+	return out.Versions
 }
 
 // jsonLines parses JSON Lines output.

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 )
 
 // plainProgressEvery is the interval between plain progress lines (stderr not a terminal).
@@ -27,14 +28,11 @@ type progress struct {
 	lastLine  time.Time
 }
 
-// isTerminal reports whether w is a character device (a terminal).
+// isTerminal reports whether w is a terminal. /dev/null is a character device too, but
+// not a terminal (isatty: the terminal ioctl fails on it).
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 func newProgress(w io.Writer, label string, totalRows, totalSize int64) *progress {
@@ -50,9 +48,12 @@ func newProgress(w io.Writer, label string, totalRows, totalSize int64) *progres
 			progressbar.OptionSetPredictTime(true),
 			progressbar.OptionClearOnFinish(),
 		}
-		if totalRows > 0 {
+		switch {
+		case totalRows <= 0 && totalSize <= 0: // standard input: the size is unknown
+			p.bar = progressbar.NewOptions64(-1, opts...)
+		case totalRows > 0:
 			p.bar = progressbar.NewOptions64(totalRows, append(opts, progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("rows"))...)
-		} else {
+		default:
 			p.bar = progressbar.NewOptions64(totalSize, append(opts, progressbar.OptionShowBytes(true))...)
 		}
 	}
@@ -64,8 +65,11 @@ func (p *progress) update(rows, bytes int64) {
 	if p.bar != nil {
 		if p.totalRows > 0 {
 			p.bar.Set64(min(rows, p.totalRows))
-		} else {
+		} else if p.totalSize > 0 {
 			p.bar.Set64(min(bytes, p.totalSize))
+			p.bar.Describe(fmt.Sprintf("%s (%s)", p.label, plural(rows, "row")))
+		} else { // standard input: a spinner with the bytes read
+			p.bar.Set64(bytes)
 			p.bar.Describe(fmt.Sprintf("%s (%s)", p.label, plural(rows, "row")))
 		}
 		return
@@ -75,12 +79,16 @@ func (p *progress) update(rows, bytes int64) {
 		return
 	}
 	p.lastLine = now
-	pct := 0.0
+	pct := -1.0
 	switch {
 	case p.totalRows > 0:
 		pct = 100 * float64(rows) / float64(p.totalRows)
 	case p.totalSize > 0:
 		pct = 100 * float64(min(bytes, p.totalSize)) / float64(p.totalSize)
+	}
+	if pct < 0 { // standard input: the size is unknown
+		fmt.Fprintf(p.w, "%s: %s, %s\n", p.label, plural(rows, "row"), seconds(now.Sub(p.start)))
+		return
 	}
 	fmt.Fprintf(p.w, "%s: %s (%.0f%%), %s\n", p.label, plural(rows, "row"), pct, seconds(now.Sub(p.start)))
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/manifest/catalog"
 )
 
 func (a *app) queryCommand() *cobra.Command {
@@ -18,6 +19,7 @@ func (a *app) queryCommand() *cobra.Command {
 		where, columns, format string
 		limit                  int64
 		version                uint64
+		count                  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "query TABLE",
@@ -26,16 +28,30 @@ func (a *app) queryCommand() *cobra.Command {
 prepared by a multi-table transaction that aborted counts as empty: it reads as the
 version below it, and a note on stderr says so.
 
---where takes a SQL WHERE expression: comparisons, AND/OR/NOT, IN, BETWEEN, LIKE,
-IS [NOT] NULL; strings in single quotes; timestamps and dates as 'YYYY-MM-DD[ hh:mm:ss]'.
+--count prints the number of matching rows instead of the rows.
 
 Formats: table (aligned text, the default), csv (with a header), json (JSON Lines, one
-object per row; the default with --json), arrow (an Arrow IPC stream, for pipes).`,
+object per row; the default with --json), arrow (an Arrow IPC stream, for pipes).
+
+` + whereHelp,
 		Example: `  shale query flights --where "origin = 'SFO' AND delay > 60" --limit 10
   shale query flights --columns origin,destination --format csv > routes.csv
-  shale query flights --version 2 --where "origin = 'LAX'" --format arrow | other-tool`,
+  shale query flights --version 2 --where "origin = 'LAX'" --format arrow | other-tool
+  shale query flights --count --where "origin = 'SFO' || origin = 'OAK'"`,
 		Args: exactArgs("TABLE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var v *uint64
+			if flagChanged(cmd.Flags(), "version") {
+				v = &version
+			}
+			if count {
+				for _, f := range []string{"columns", "limit", "format"} {
+					if flagChanged(cmd.Flags(), f) {
+						return usagef("--count prints one number; it takes no --%s", f)
+					}
+				}
+				return a.count(cmd.Context(), args[0], v, where)
+			}
 			if !flagChanged(cmd.Flags(), "format") {
 				format = outTable
 				if a.jsonOut {
@@ -59,19 +75,16 @@ object per row; the default with --json), arrow (an Arrow IPC stream, for pipes)
 					cols = append(cols, strings.TrimSpace(c))
 				}
 			}
-			var v *uint64
-			if flagChanged(cmd.Flags(), "version") {
-				v = &version
-			}
 			return a.query(cmd.Context(), args[0], v, engine.ScanOptions{Columns: cols, Filter: where, Limit: limit}, format)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&where, "where", "w", "", "SQL WHERE expression")
+	f.StringVarP(&where, "where", "w", "", "SQL WHERE expression, MySQL dialect (see below)")
 	f.StringVarP(&columns, "columns", "c", "", "columns to print, comma-separated (default: all)")
 	f.Int64VarP(&limit, "limit", "n", 0, "print at most N rows (0 = all)")
 	f.Uint64Var(&version, "version", 0, "read this version (time travel) instead of the published one")
 	f.StringVarP(&format, "format", "f", outTable, "output format: table, csv, json or arrow")
+	f.BoolVar(&count, "count", false, "print the number of matching rows (with --where) instead of the rows")
 	return cmd
 }
 
@@ -138,10 +151,7 @@ func (a *app) query(ctx context.Context, name string, v *uint64, opts engine.Sca
 		return err
 	}
 	defer pin.Release(ctx)
-	if c := t.ContentVersion(); c != t.Version() {
-		// On stderr, so that csv, json and arrow output stay clean.
-		fmt.Fprintf(a.stderr, "note: version %d belongs to an aborted multi-table transaction; it counts as empty and reads as version %d\n", t.Version(), c)
-	}
+	a.noteVersion(ctx, t, v != nil)
 	sc, err := t.Scan(ctx, opts)
 	if err != nil {
 		return err
@@ -169,4 +179,61 @@ func (a *app) query(ctx context.Context, name string, v *uint64, opts engine.Sca
 		a.printf("(%s, version %d, %s)\n", plural(rows, "row"), t.Version(), seconds(time.Since(start)))
 	}
 	return nil
+}
+
+// noteVersion tells on stderr (so that csv, json and arrow output stay clean) what a
+// version read with --version (given) is when readers would not see it: a prepared
+// version of an aborted multi-table transaction, or a version above the published one.
+func (a *app) noteVersion(ctx context.Context, t *engine.Table, given bool) {
+	if c := t.ContentVersion(); c != t.Version() {
+		fmt.Fprintf(a.stderr, "note: version %d belongs to an aborted multi-table transaction; it counts as empty and reads as version %d\n", t.Version(), c)
+	}
+	if !given || a.db == nil || a.db.Catalog() == nil {
+		return
+	}
+	p, _, err := a.db.Catalog().Get(ctx, t.Name())
+	switch {
+	case errors.Is(err, catalog.ErrNoPointer):
+		fmt.Fprintf(a.stderr, "note: %s has no published version: version %d is committed, but readers are not directed to it (see 'shale status' and 'shale repair')\n", t.Name(), t.Version())
+	case err == nil && t.Version() > p.Version:
+		fmt.Fprintf(a.stderr, "note: version %d is above the published version %d of %s: it is committed, but readers are not directed to it yet (a write still publishing, or one whose publish did not finish: see 'shale status' and 'shale repair')\n",
+			t.Version(), p.Version, t.Name())
+	}
+}
+
+// count prints the number of live rows of a table matching where ("" = all rows, from
+// the manifest alone).
+func (a *app) count(ctx context.Context, name string, v *uint64, where string) error {
+	start := time.Now()
+	t, err := a.tableAt(ctx, name, v)
+	if err != nil {
+		return err
+	}
+	pin, err := t.Pin(ctx)
+	if err != nil {
+		if errors.Is(err, manifest.ErrVersionNotFound) {
+			return versionNotFound(ctx, a.db, name, t.Version(), err)
+		}
+		return err
+	}
+	defer pin.Release(ctx)
+	a.noteVersion(ctx, t, v != nil)
+	n, err := t.Count(ctx, where)
+	if err != nil {
+		return err
+	}
+	if a.jsonOut {
+		return a.printJSON(map[string]any{"table": t.Name(), "version": t.Version(), "where": where, "count": n,
+			"elapsed_ms": time.Since(start).Milliseconds()})
+	}
+	a.printf("%s %s (version %d, %s)\n", thousands(n), rowNoun(n), t.Version(), seconds(time.Since(start)))
+	return nil
+}
+
+// rowNoun is "row" for 1, else "rows".
+func rowNoun(n int64) string {
+	if n == 1 {
+		return "row"
+	}
+	return "rows"
 }

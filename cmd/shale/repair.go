@@ -34,6 +34,11 @@ repair never writes, rewrites or deletes data; it only moves the published point
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if force && !confirm {
+				// --force widens what --confirm publishes; alone it would be silently
+				// ignored (a preview), which reads as if it had acted.
+				return usagef("--force only takes effect with --confirm: 'shale repair [TABLE] --force --confirm' publishes logical drift; without either, repair previews")
+			}
 			var tables []string
 			if len(args) == 1 {
 				if err := checkTableName(args[0]); err != nil {
@@ -69,7 +74,7 @@ repair never writes, rewrites or deletes data; it only moves the published point
 				}
 			}
 			if a.jsonOut {
-				if err := a.printJSON(results); err != nil {
+				if err := a.printJSON(map[string]any{"tables": results}); err != nil {
 					return err
 				}
 			} else if len(args) == 0 && !anyDrift(results) {

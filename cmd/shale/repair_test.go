@@ -40,20 +40,23 @@ func TestRepairCLI(t *testing.T) {
 		!strings.Contains(out, "1 unpublished") || !strings.Contains(out, "--force --confirm") {
 		t.Fatalf("preview:\n%s", out)
 	}
-	var plans []struct {
-		Table    string `json:"table"`
-		Decision string `json:"decision"`
-		Target   uint64 `json:"target"`
-		Versions []struct {
-			Version uint64 `json:"version"`
-			Kind    string `json:"kind"`
-			Class   string `json:"class"`
-		} `json:"versions"`
-		Repaired bool `json:"repaired"`
+	var out struct {
+		Tables []struct {
+			Table    string `json:"table"`
+			Decision string `json:"decision"`
+			Target   uint64 `json:"target"`
+			Versions []struct {
+				Version uint64 `json:"version"`
+				Kind    string `json:"kind"`
+				Class   string `json:"class"`
+			} `json:"versions"`
+			Repaired bool `json:"repaired"`
+		} `json:"tables"`
 	}
-	if err := json.Unmarshal([]byte(e.ok("repair", logical, "--json")), &plans); err != nil {
+	if err := json.Unmarshal([]byte(e.ok("repair", logical, "--json")), &out); err != nil {
 		t.Fatal(err)
 	}
+	plans := out.Tables
 	if len(plans) != 1 || plans[0].Decision != "needs-force" || plans[0].Target != 3 || plans[0].Repaired ||
 		len(plans[0].Versions) != 1 || plans[0].Versions[0].Class != "logical" || plans[0].Versions[0].Kind != "append" {
 		t.Fatalf("preview --json: %+v", plans)

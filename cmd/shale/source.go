@@ -85,6 +85,10 @@ type source struct {
 	// inferred says the schema was inferred from a sample (CSV, JSON Lines).
 	inferred bool
 	closers  []func()
+	// stream is standard input read as a stream (file.f is then nil); sample records
+	// what an inference sample read from it (stdin.go).
+	stream *bufio.Reader
+	sample *recorder
 }
 
 // bytesRead is how much of the file has been read so far.
@@ -97,14 +101,22 @@ func (s *source) Close() {
 	s.closers = nil
 }
 
-// countingFile counts the bytes read through it (for progress).
+// countingFile counts the bytes read through it (for progress): from f, or, for standard
+// input read as a stream, from r (f is then nil).
 type countingFile struct {
 	f *os.File
+	r io.Reader
 	n atomic.Int64
 }
 
 func (c *countingFile) Read(p []byte) (int, error) {
-	n, err := c.f.Read(p)
+	var n int
+	var err error
+	if c.f != nil {
+		n, err = c.f.Read(p)
+	} else {
+		n, err = c.r.Read(p)
+	}
 	c.n.Add(int64(n))
 	return n, err
 }
@@ -130,21 +142,37 @@ func openSource(ctx context.Context, path, format, table string, want *arrow.Sch
 		}
 		format = f
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
+	var s *source
+	if path == stdinPath {
+		in, err := openStdin(format)
+		if err != nil {
+			return nil, err
+		}
+		s = &source{path: stdinName, format: format, size: -1, rows: -1, file: &countingFile{f: in.file, r: in.stream}, stream: in.stream}
+		s.closers = append(s.closers, in.cleanup)
+		if in.file != nil {
+			if st, err := in.file.Stat(); err == nil {
+				s.size = st.Size()
+			}
+		}
+	} else {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		st, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		if st.IsDir() {
+			f.Close()
+			return nil, fmt.Errorf("%w: %s is a directory", ErrInput, path)
+		}
+		s = &source{path: path, format: format, size: st.Size(), rows: -1, file: &countingFile{f: f}}
+		s.closers = append(s.closers, func() { f.Close() })
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if st.IsDir() {
-		f.Close()
-		return nil, fmt.Errorf("%w: %s is a directory", ErrInput, path)
-	}
-	s := &source{path: path, format: format, size: st.Size(), rows: -1, file: &countingFile{f: f}}
-	s.closers = append(s.closers, func() { f.Close() })
+	var err error
 	switch format {
 	case formatParquet:
 		err = s.openParquet(ctx, mem)
@@ -197,6 +225,15 @@ func (s *source) openParquet(ctx context.Context, mem memory.Allocator) error {
 }
 
 func (s *source) openArrow(mem memory.Allocator) error {
+	if s.stream != nil { // standard input, not the file format (openStdin spools that)
+		r, err := ipc.NewReader(s.file, ipc.WithAllocator(mem))
+		if err != nil {
+			return s.inputError(fmt.Errorf("not an Arrow IPC stream: %v", err))
+		}
+		s.closers = append(s.closers, r.Release)
+		s.rdr = stripMetadata(r)
+		return nil
+	}
 	magic := make([]byte, 6)
 	if _, err := s.file.f.ReadAt(magic, 0); err != nil && !errors.Is(err, io.EOF) {
 		return s.inputError(err)
@@ -257,10 +294,11 @@ func (r *ipcFileReader) Release() {
 }
 
 func (s *source) openCSV(table string, want *arrow.Schema, comma rune, mem memory.Allocator) error {
-	if err := s.rewind(); err != nil {
+	in, err := s.sampleReader()
+	if err != nil {
 		return s.inputError(err)
 	}
-	sample, err := sampleCSV(bufio.NewReaderSize(s.file.f, 1<<20), comma, sampleRows)
+	sample, err := sampleCSV(bufio.NewReaderSize(in, 1<<20), comma, sampleRows)
 	if err != nil {
 		return s.inputError(err)
 	}
@@ -274,10 +312,11 @@ func (s *source) openCSV(table string, want *arrow.Schema, comma rune, mem memor
 	} else {
 		s.inferred = true
 	}
-	if err := s.rewind(); err != nil {
+	data, err := s.dataReader()
+	if err != nil {
 		return s.inputError(err)
 	}
-	r := csv.NewReader(bufio.NewReaderSize(s.file, 1<<20), schema,
+	r := csv.NewReader(bufio.NewReaderSize(data, 1<<20), schema,
 		csv.WithHeader(true), csv.WithComma(comma), csv.WithChunk(importBatchRows),
 		csv.WithNullReader(true, ""), csv.WithAllocator(mem))
 	s.closers = append(s.closers, r.Release)
@@ -286,10 +325,11 @@ func (s *source) openCSV(table string, want *arrow.Schema, comma rune, mem memor
 }
 
 func (s *source) openJSONL(table string, want *arrow.Schema, mem memory.Allocator) error {
-	if err := s.rewind(); err != nil {
+	in, err := s.sampleReader()
+	if err != nil {
 		return s.inputError(err)
 	}
-	inferred, err := inferJSONLSchema(bufio.NewReaderSize(s.file.f, 1<<20), sampleRows)
+	inferred, err := inferJSONLSchema(bufio.NewReaderSize(in, 1<<20), sampleRows)
 	if err != nil {
 		return s.inputError(err)
 	}
@@ -302,10 +342,11 @@ func (s *source) openJSONL(table string, want *arrow.Schema, mem memory.Allocato
 	} else {
 		s.inferred = true
 	}
-	if err := s.rewind(); err != nil {
+	data, err := s.dataReader()
+	if err != nil {
 		return s.inputError(err)
 	}
-	checked := newKeyCheckReader(table, s.path, s.file, schema)
+	checked := newKeyCheckReader(table, s.path, data, schema)
 	r := array.NewJSONReader(checked, schema, array.WithChunk(importBatchRows), array.WithAllocator(mem))
 	s.closers = append(s.closers, r.Release)
 	s.rdr = r

@@ -18,7 +18,9 @@ func (a *app) updateCommand() *cobra.Command {
 		Long: `Rewrites the matching rows with new values in one new version: the updated rows go to
 new fragments and the old copies are marked in deletion vectors. Each --set is
 COLUMN=EXPRESSION, a SQL value expression over the row as it was before the update
-(literals, columns, + - * / DIV %, CASE, COALESCE). Updating nothing commits nothing.`,
+(literals, columns, + - * / DIV %, CASE, COALESCE). Updating nothing commits nothing.
+
+` + whereHelp,
 		Example: `  shale update flights --set "delay=0" --where "delay < 0"
   shale update flights --set "distance=distance*2" --set "origin='SFO'" --where "origin = 'OAK'"`,
 		Args: exactArgs("TABLE"),

@@ -28,6 +28,12 @@ type versionJSON struct {
 	ReadsAs uint64 `json:"reads_as"`
 }
 
+// versionsJSON is the --json output of shale versions.
+type versionsJSON struct {
+	Table    string        `json:"table"`
+	Versions []versionJSON `json:"versions"`
+}
+
 func (a *app) versionsCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "versions TABLE",
@@ -53,7 +59,7 @@ below it, and its rows and fragments are that version's.`,
 					out[i] = versionJSON{v.Version, string(v.Operation), v.Transaction, v.ReadVersion, v.Time, v.Rows, v.Fragments, v.Published,
 						v.Group, v.Aborted, v.ContentVersion}
 				}
-				return a.printJSON(out)
+				return a.printJSON(versionsJSON{Table: t.Name(), Versions: out})
 			}
 			a.printVersions(vs)
 			return nil

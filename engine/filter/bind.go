@@ -115,7 +115,7 @@ func ResolveColumn(schema *arrow.Schema, name string) (int, error) {
 	if exact := schema.FieldIndices(name); len(exact) == 1 {
 		return exact[0], nil
 	} else if len(exact) > 1 {
-		return -1, fmt.Errorf("%w: %s is ambiguous: the schema has %d fields of that name", ErrUnknownColumn, quoteIdent(name), len(exact))
+		return -1, classf(ErrUnknownColumn, "ambiguous column %s: the schema has %d columns of that name", quoteIdent(name), len(exact))
 	}
 	var matches []int
 	for i, f := range schema.Fields() {
@@ -125,12 +125,12 @@ func ResolveColumn(schema *arrow.Schema, name string) (int, error) {
 	}
 	switch len(matches) {
 	case 0:
-		return -1, fmt.Errorf("%w: %s (schema has %s)", ErrUnknownColumn, quoteIdent(name), fieldList(schema))
+		return -1, fmt.Errorf("%w %s (columns: %s)", ErrUnknownColumn, quoteIdent(name), fieldList(schema))
 	case 1:
 		return matches[0], nil
 	}
-	return -1, fmt.Errorf("%w: %s matches several fields case-insensitively (%s); write the exact name",
-		ErrUnknownColumn, quoteIdent(name), fieldList(schema))
+	return -1, classf(ErrUnknownColumn, "ambiguous column %s: it matches several columns case-insensitively (%s); write the exact name",
+		quoteIdent(name), fieldList(schema))
 }
 
 func fieldList(s *arrow.Schema) string {

@@ -29,7 +29,9 @@ type evaluator struct {
 //
 // rec must have the columns the expression references, by name and with
 // the types they had in the schema given to Parse; otherwise the error
-// wraps ErrUnknownColumn or ErrType. Kernel failures are returned wrapped.
+// wraps ErrUnknownColumn or ErrType. Kernel failures are returned wrapped;
+// ErrArithmetic names the failing part ("division by zero in a / b"), and the
+// caller names the whole expression (as the engine does: WHERE "…": …).
 func (e *Expr) Evaluate(ctx context.Context, rec arrow.RecordBatch) (*array.Boolean, error) {
 	if rec == nil {
 		return nil, fmt.Errorf("filter: Evaluate of %s: nil record batch", e)
@@ -39,14 +41,14 @@ func (e *Expr) Evaluate(ctx context.Context, rec arrow.RecordBatch) (*array.Bool
 		for _, idx := range e.cols {
 			f := e.schema.Field(idx)
 			if _, err := ev.column(colRef{name: f.Name, idx: idx, typ: f.Type}); err != nil {
-				return nil, fmt.Errorf("filter: evaluating %s: %w", e, err)
+				return nil, err
 			}
 		}
 		return ev.constant(tvFalse), nil
 	}
 	res, err := e.root.eval(ev)
 	if err != nil {
-		return nil, fmt.Errorf("filter: evaluating %s: %w", e, err)
+		return nil, err
 	}
 	defer res.Release()
 	return ev.fold(res), nil

@@ -4,6 +4,12 @@
 // can hold a matching row. It also parses and evaluates value expressions
 // (ParseValue: the right-hand side of UPDATE … SET column = expression).
 //
+// Programs rarely call it directly: engine.ScanOptions.Filter, Table.Delete and
+// Table.Update take the expression as text and return this package's errors (ErrSyntax,
+// ErrUnknownColumn, ErrType, ErrUnsupported, ErrArithmetic) for errors.Is. Parse checks an
+// expression against a schema ahead of time; a bound *Expr is immutable and safe for
+// concurrent use.
+//
 // The language is the WHERE clause of MySQL as read by the TiDB parser:
 // comparisons (= != <> < <= > >=) between a column and a literal (either
 // order) or two columns, and between value expressions (a + b > 10,
@@ -44,23 +50,40 @@ import (
 
 // Errors returned by Parse (and by Evaluate when a batch does not fit the
 // bound schema), always wrapped with detail: the position and the text near
-// a syntax error, the column name, the offending expression.
+// a syntax error, the column name, the offending expression. Their text does
+// not say "filter" (the same errors come from value expressions and column
+// lists); the caller adds what the text was (WHERE …, SET …).
 var (
 	// ErrSyntax: the text is not a WHERE expression (malformed, or it has
 	// more than the expression: a second statement, ORDER BY, LIMIT, …).
-	ErrSyntax = errors.New("filter: syntax error")
+	ErrSyntax = errors.New("syntax error")
 	// ErrUnknownColumn: a referenced column is not in the schema (or is ambiguous).
-	ErrUnknownColumn = errors.New("filter: unknown column")
+	ErrUnknownColumn = errors.New("unknown column")
 	// ErrType: a literal or column cannot be compared with a column's type
 	// ('abc' with an int column), or a non-boolean is used as a condition.
-	ErrType = errors.New("filter: type mismatch")
+	ErrType = errors.New("type mismatch")
 	// ErrUnsupported: valid SQL the filter does not evaluate (functions
 	// other than COALESCE/IFNULL, subqueries, XOR, <=>, ILIKE, hex literals, …).
-	ErrUnsupported = errors.New("filter: unsupported expression")
+	ErrUnsupported = errors.New("unsupported expression")
 	// ErrArithmetic: evaluating a value expression overflowed its type or
 	// divided by zero (returned by Evaluate, naming the expression).
-	ErrArithmetic = errors.New("filter: arithmetic error")
+	ErrArithmetic = errors.New("arithmetic error")
 )
+
+// classed is an error with its own text that matches one of the errors above
+// (errors.Is), for messages that read better without the class's name as a
+// prefix ("division by zero in a / b", "ambiguous column x").
+type classed struct {
+	class error
+	msg   string
+}
+
+func (e *classed) Error() string { return e.msg }
+func (e *classed) Unwrap() error { return e.class }
+
+func classf(class error, format string, args ...any) error {
+	return &classed{class: class, msg: fmt.Sprintf(format, args...)}
+}
 
 // Expr is a WHERE expression bound to a schema. It is immutable and safe
 // for concurrent use.
@@ -168,7 +191,12 @@ func syntaxError(where string, err error) error {
 	if line > 1 {
 		pos = fmt.Sprintf("line %d column %d", line, col)
 	}
-	return fmt.Errorf("%w at %s of %q, %s", ErrSyntax, pos, where, at)
+	hint := ""
+	if w := leadingWord.FindString(near); w != "" && reserved[strings.ToUpper(w)] {
+		// `key`, `order`, `range`…: a column named like a reserved word.
+		hint = fmt.Sprintf(" (%s is a reserved word: a column of that name is written in backquotes, `%s`)", w, w)
+	}
+	return fmt.Errorf("%w at %s of %q, %s%s", ErrSyntax, pos, where, at, hint)
 }
 
 // String returns the expression in normalized form: keywords upper case,
@@ -195,8 +223,19 @@ func (e *Expr) Columns() []string {
 func (e *Expr) Schema() *arrow.Schema { return e.schema }
 
 var (
-	plainIdent = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	keywords   = func() map[string]bool {
+	plainIdent  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	leadingWord = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*`)
+	// reserved are the words the parser never takes for a column name.
+	reserved = func() map[string]bool {
+		m := map[string]bool{}
+		for _, k := range parser.Keywords {
+			if k.Reserved {
+				m[strings.ToUpper(k.Word)] = true
+			}
+		}
+		return m
+	}()
+	keywords = func() map[string]bool {
 		m := make(map[string]bool, len(parser.Keywords))
 		for _, k := range parser.Keywords {
 			m[strings.ToUpper(k.Word)] = true

@@ -107,7 +107,9 @@ func (v *ValueExpr) AlwaysNull() bool {
 //
 // rec must have the referenced columns with their bound types (else
 // ErrUnknownColumn or ErrType). Errors: ErrArithmetic for overflow or
-// division by zero, ErrType for a result that does not fit the target.
+// division by zero (naming the failing part: "division by zero in a DIV b
+// (1 DIV 0)"), ErrType for a result that does not fit the target. The caller
+// names the whole expression (the engine: SET col = …: …).
 func (v *ValueExpr) Evaluate(ctx context.Context, rec arrow.RecordBatch) (arrow.Array, error) {
 	if rec == nil {
 		return nil, fmt.Errorf("filter: Evaluate of %s: nil record batch", v)
@@ -117,21 +119,21 @@ func (v *ValueExpr) Evaluate(ctx context.Context, rec arrow.RecordBatch) (arrow.
 		for _, idx := range v.cols {
 			f := v.schema.Field(idx)
 			if _, err := ev.column(colRef{name: f.Name, idx: idx, typ: f.Type}); err != nil {
-				return nil, fmt.Errorf("filter: evaluating %s: %w", v, err)
+				return nil, err
 			}
 		}
 		return array.MakeArrayOfNull(ev.mem, v.Type(), 0), nil
 	}
 	arr, err := ev.value(v.root)
 	if err != nil {
-		return nil, fmt.Errorf("filter: evaluating %s: %w", v, err)
+		return nil, err
 	}
 	if v.target == nil {
 		return arr, nil
 	}
 	out, err := ev.store(arr, v.target)
 	if err != nil {
-		return nil, fmt.Errorf("filter: evaluating %s: %w", v, err)
+		return nil, err
 	}
 	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -84,7 +85,7 @@ func (ev *evaluator) arith(what fmt.Stringer, name string, args ...arrow.Array) 
 	}
 	out, err := compute.CallFunction(ev.ctx, name, nil, ds...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrArithmetic, what, err)
+		return nil, classf(ErrArithmetic, "%s in %s", kernelFailure(err), what)
 	}
 	defer out.Release()
 	return out.(*compute.ArrayDatum).MakeArray(), nil
@@ -106,7 +107,7 @@ func (ev *evaluator) operands(dt arrow.DataType, xs ...vnode) ([]arrow.Array, er
 			return fail(err)
 		}
 		if a, err = ev.castTo(a, dt); err != nil {
-			return fail(fmt.Errorf("%w: %s: %v", ErrArithmetic, writeNode(x), err))
+			return fail(classf(ErrArithmetic, "%v in %s", err, writeNode(x)))
 		}
 		out = append(out, a)
 	}
@@ -165,7 +166,7 @@ func (ev *evaluator) intArith(what fmt.Stringer, op arithOp, l, r arrow.Array) (
 		valid[i] = l.IsValid(i) && r.IsValid(i)
 	}
 	fail := func(a, b any, err error) error {
-		return fmt.Errorf("%w: %s: %v %s %v: %v", ErrArithmetic, what, a, arithText[op], b, err)
+		return classf(ErrArithmetic, "%v in %s (%v %s %v)", err, what, a, arithText[op], b)
 	}
 	switch l := l.(type) {
 	case *array.Int64:
@@ -202,6 +203,19 @@ func (ev *evaluator) intArith(what fmt.Stringer, op arithOp, l, r arrow.Array) (
 		return b.NewArray(), nil
 	}
 	return nil, fmt.Errorf("%w: %s: integer arithmetic on %s", ErrType, what, l.DataType())
+}
+
+// kernelFailure words an arithmetic kernel's error as intArith does
+// ("division by zero", "overflow"), else keeps the kernel's text.
+func kernelFailure(err error) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "divide by zero"):
+		return errDivByZero.Error()
+	case strings.Contains(msg, "overflow"):
+		return "overflow"
+	}
+	return msg
 }
 
 var (
