@@ -39,17 +39,19 @@ type abandoned struct {
 // abandonImport undoes what an import that failed with err (or was interrupted) wrote, as
 // far as it is decided that nothing of it commits:
 //
-//   - Rejected (an *engine.WriteError): the transaction never commits; its data files are
-//     deleted.
+//   - If the import created the table (at version createdAt), the table is dropped again
+//     with engine.DB.DropTableAt, whose drop marker is the very next version or nothing:
+//     it succeeds only if neither this import nor any other writer committed to the table
+//     since, and then fences this import's transaction too (a drop marker fences every
+//     transaction of the table). The table's objects, the import's files among them, go
+//     with it.
+//   - Otherwise, Rejected (an *engine.WriteError): the transaction never commits; its
+//     data files are deleted.
 //   - Unknown, and the import was interrupted: the outcome is decided first. If the
-//     transaction landed, it stays (landed). Otherwise an abort version naming it
-//     (recovery.Fence) makes sure it never commits, then its files are deleted.
+//     transaction landed, it stays and is published (landed). Otherwise an abort version
+//     naming it (recovery.Fence) makes sure it never commits, then its files are deleted.
 //   - Unknown without an interrupt, or committed: nothing is touched (running the same
 //     import again commits it at most once).
-//
-// If the import created the table (at version createdAt) and nothing of it committed,
-// the table is dropped again, but only if no other writer committed to it since
-// (engine.DB.DropTableAt); its objects, the import's files among them, go with it.
 func (a *app) abandonImport(ctx context.Context, db *engine.DB, t *engine.Table, created bool, createdAt uint64, interrupted bool, err error) abandoned {
 	table := t.Name()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
@@ -63,21 +65,6 @@ func (a *app) abandonImport(ctx context.Context, db *engine.DB, t *engine.Table,
 		txn = we.Txn
 	case errors.As(err, &ue) && !ue.Committed && interrupted:
 		txn = ue.Txn
-		v, landed, ferr := decideAbandoned(ctx, db, table, txn)
-		if ferr != nil {
-			out.kept = fmt.Sprintf("whether it committed could not be decided: %v", ferr)
-			return out
-		}
-		if landed {
-			// Committed: publish it (a retry of the same transaction finds the version
-			// it landed in and never commits twice).
-			out.landed, out.version = true, v
-			if _, rerr := t.Retry(ctx, txn); rerr != nil {
-				out.kept = fmt.Sprintf("not published yet (the next write to the table publishes it): %v", rerr)
-			}
-			return out
-		}
-		out.fence = v
 	default:
 		out.kept = "its outcome is not decided"
 		return out
@@ -91,8 +78,25 @@ func (a *app) abandonImport(ctx context.Context, db *engine.DB, t *engine.Table,
 		if !errors.Is(derr, engine.ErrTableChanged) {
 			out.tableKept = fmt.Sprintf("table %s, which this import created, stays (%v)", table, derr)
 		}
-		// Otherwise another writer committed to the table meanwhile: it stays, and only
-		// our files go.
+		// Otherwise a writer committed to the table meanwhile (perhaps this import): it
+		// stays.
+	}
+	if ue != nil {
+		v, landed, ferr := decideAbandoned(ctx, db, table, txn)
+		if ferr != nil {
+			out.kept = fmt.Sprintf("whether it committed could not be decided: %v", ferr)
+			return out
+		}
+		if landed {
+			// Committed: publish it (a retry of the same transaction finds the version
+			// it landed in and never commits twice).
+			out.landed, out.version, out.tableKept = true, v, ""
+			if _, rerr := t.Retry(ctx, txn); rerr != nil {
+				out.kept = fmt.Sprintf("not published yet (the next write to the table publishes it): %v", rerr)
+			}
+			return out
+		}
+		out.fence = v
 	}
 	n, derr := deletePrefix(ctx, db, manifest.TxnDataDir(table, txn.ID)+"/")
 	out.files = n

@@ -139,21 +139,31 @@ func TestInterruptedImportCleansUpAndSaysInterrupted(t *testing.T) {
 		})
 	}
 
-	t.Run("after the version was put", func(t *testing.T) {
-		e := &env{t: t, home: e.home, dir: e.dir}
-		tbl := e.table("intlanded")
-		e.ok("import", e.file("one.csv", "n\n-1\n"), "--table", tbl)
-		manifests := func() int { return e.manifests(tbl) }
-		r := e.interruptAt("manifest.after_version_put=block(/nonexistent)", func() bool { return manifests() == 3 },
-			"import", big, "--table", tbl)
-		if r.code != 0 || !strings.Contains(r.stderr, "note: interrupted, but it had committed already, as version 3 of "+tbl) ||
-			!strings.Contains(r.stdout, "Appended 1,049,576 rows to "+tbl) {
-			t.Fatalf("import interrupted after its version was put: %v", r)
-		}
-		if vs := e.versions(tbl); len(vs) != 3 || !vs[2].Published || vs[2].Rows != 1<<20+1001 {
-			t.Fatalf("versions: %+v", vs)
-		}
-	})
+	for _, created := range []bool{false, true} {
+		t.Run(fmt.Sprintf("after the version was put, new table %v", created), func(t *testing.T) {
+			e := &env{t: t, home: e.home, dir: e.dir}
+			tbl := e.table("intlanded")
+			before, verb, wantRows := 1, "Appended 1,049,576 rows to "+tbl, int64(1<<20+1001)
+			spec := "manifest.after_version_put=block(/nonexistent)"
+			if created {
+				// The table's creation puts a version first: let it pass.
+				before, verb, wantRows = 0, "Created "+tbl+" and imported 1,049,576 rows", 1<<20+1000
+				spec = "manifest.after_version_put=after(1)->block(/nonexistent)"
+			} else {
+				e.ok("import", e.file("one.csv", "n\n-1\n"), "--table", tbl)
+			}
+			manifests := func() int { return e.manifests(tbl) }
+			r := e.interruptAt(spec, func() bool { return manifests() == before+2 },
+				"import", big, "--table", tbl)
+			if r.code != 0 || !strings.Contains(r.stderr, fmt.Sprintf("note: interrupted, but it had committed already, as version %d of %s", before+2, tbl)) ||
+				!strings.Contains(r.stdout, verb) {
+				t.Fatalf("import interrupted after its version was put: %v", r)
+			}
+			if vs := e.versions(tbl); len(vs) != before+2 || !vs[before+1].Published || vs[before+1].Rows != wantRows {
+				t.Fatalf("versions: %+v", vs)
+			}
+		})
+	}
 }
 
 // TestFailedImportOfNewTableLeavesNoTable: an import that creates its table and then
