@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go/logging"
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/gcsblob" // gs:// URLs
 	"gocloud.dev/blob/s3blob"
@@ -43,7 +44,8 @@ func withPrefix(b *blob.Bucket, prefix string) *blob.Bucket {
 // openS3URL opens an s3:// URL with gocloud's URL opener (so every parameter it knows
 // works), then rebuilds the bucket on a copy of its *s3.Client with the SDK retryer
 // replaced by aws.NopRetryer: the store's own retry loop then sees, counts and classifies
-// every attempt, and a put-if-absent attempt is never silently repeated by the SDK.
+// every attempt, and a put-if-absent attempt is never silently repeated by the SDK. The
+// copy also logs nothing (the SDK's default logger writes to stderr).
 func openS3URL(ctx context.Context, u *url.URL, opts Options) (Store, error) {
 	storeURL := redact(u.String())
 	fail := func(err error) error {
@@ -80,6 +82,12 @@ func openS3URL(ctx context.Context, u *url.URL, opts Options) (Store, error) {
 	noRetry := s3.New(o, func(o *s3.Options) {
 		o.Retryer = aws.NopRetryer{}
 		o.RetryMaxAttempts = 0
+		// The SDK logs to the process's stderr (for instance a DEBUG "Response has no
+		// supported checksum" line for every ranged GET): a user sees only Shale's own
+		// messages, and every failure reaches the caller as a classified error instead.
+		o.Logger = logging.Nop{}
+		o.ClientLogMode = 0
+		o.DisableLogOutputChecksumValidationSkipped = true
 	})
 	b, err := s3blob.OpenBucket(ctx, noRetry, bu.Host, &s3opts)
 	if err != nil {
