@@ -31,6 +31,10 @@ var (
 	// ErrPreconditionsIgnored: the store accepted a second put-if-absent of the same key, so
 	// it cannot be used for commits by more than one writer. Returned by Open and OpenBucket.
 	ErrPreconditionsIgnored = errors.New("store ignores put-if-absent preconditions")
+	// ErrInvalidURL: the store URL is malformed (not a URL, a bare path, a file URL naming
+	// a host, an unsupported scheme, no bucket); the message suggests what was meant.
+	// Returned by ParseURL, Open and OpenBucket before any I/O.
+	ErrInvalidURL = errors.New("invalid store URL")
 )
 
 // Error describes a failed store request: the operation, the store URL (credentials
@@ -45,6 +49,12 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	if e.Op == OpOpen && e.Key == "" {
+		if e.Err == nil {
+			return fmt.Sprintf("open store %s: %v", e.Store, e.Class)
+		}
+		return fmt.Sprintf("open store %s: %v: %v", e.Store, e.Class, e.Err)
+	}
 	if e.Err == nil {
 		return fmt.Sprintf("%s %q (store %s): %v", e.Op, e.Key, e.Store, e.Class)
 	}

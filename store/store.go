@@ -134,22 +134,29 @@ func (o Options) withDefaults() Options {
 
 // Open opens a store from a URL:
 //
-//	file:///abs/dir          local disk (created if missing)
+//	file:///abs/dir          local disk (created if missing, unless opts.ReadOnly)
 //	mem://name               process-local memory (same name = same bucket within a process)
 //	s3://bucket/prefix?...   S3 (region, endpoint, use_path_style, anonymous, … as
-//	                         gocloud's s3blob URL opener defines them)
+//	                         gocloud's s3blob URL opener defines them; credentials from
+//	                         the environment, or ACCESS_KEY_ID:SECRET_ACCESS_KEY@bucket)
 //	gs://bucket/prefix       GCS (credentials as gocloud's gcsblob URL opener finds them)
 //
 // For s3:// and gs:// the SDK's own retries are turned off (see the package comment).
-// Unless opts.ReadOnly, Open probes that the store refuses a second put-if-absent (with
-// small objects; with large ones too when opts.ProbeLarge). Errors: ErrPermanent (bad
-// URL, unsupported scheme), ErrPreconditionsIgnored, or the probe's error.
+// The URL is checked first with ParseURL. A read-only open creates nothing: a file://
+// directory that does not exist is ErrNotFound. Unless opts.ReadOnly, Open probes that
+// the store refuses a second put-if-absent (with small objects; with large ones too when
+// opts.ProbeLarge). Errors name the store by its redacted URL (see Redact) and never
+// contain its credentials: ErrInvalidURL (before any I/O), ErrNotFound, ErrPermanent,
+// ErrPreconditionsIgnored, or the probe's error.
 func Open(ctx context.Context, rawURL string, opts Options) (Store, error) {
 	opts = opts.withDefaults()
-	u, err := url.Parse(rawURL)
+	u, err := ParseURL(rawURL)
 	if err != nil {
-		return nil, &Error{Op: OpOpen, Store: redact(rawURL), Class: ErrPermanent, Err: err}
+		return nil, err
 	}
+	// Libraries quote the URL (or the endpoint in it) in some of their errors: every
+	// error leaves Open, and every request error leaves the store, without its secrets.
+	red := newRedactor(rawURL)
 	var s Store
 	switch u.Scheme {
 	case "file":
@@ -157,17 +164,15 @@ func Open(ctx context.Context, rawURL string, opts Options) (Store, error) {
 	case "mem":
 		s, err = openMem(u, opts)
 	case "s3":
-		s, err = openS3URL(ctx, u, opts)
+		s, err = openS3URL(ctx, u, opts, red)
 	case "gs":
-		s, err = openGSURL(ctx, u, opts)
-	default:
-		return nil, &Error{Op: OpOpen, Store: redact(rawURL), Class: ErrPermanent,
-			Err: fmt.Errorf("unsupported store scheme %q (want file, mem, s3 or gs)", u.Scheme)}
+		s, err = openGSURL(ctx, u, opts, red)
 	}
 	if err != nil {
-		return nil, err
+		return nil, red.wrap(err)
 	}
-	return probed(ctx, s, opts)
+	s, err = probed(ctx, s, opts)
+	return s, red.wrap(err)
 }
 
 // OpenBucket wraps an already-open gocloud bucket (tests use it for fake S3/GCS servers).
@@ -179,7 +184,9 @@ func Open(ctx context.Context, rawURL string, opts Options) (Store, error) {
 func OpenBucket(ctx context.Context, b *blob.Bucket, storeURL string, opts Options) (Store, error) {
 	opts = opts.withDefaults()
 	disableGCSRetries(b)
-	return probed(ctx, &bucketStore{bucket: b, url: redact(storeURL), opts: opts}, opts)
+	red := newRedactor(storeURL)
+	s, err := probed(ctx, &bucketStore{bucket: b, url: Redact(storeURL), opts: opts, redact: red}, opts)
+	return s, red.wrap(err)
 }
 
 func probed(ctx context.Context, s Store, opts Options) (Store, error) {
@@ -262,25 +269,6 @@ func openMem(u *url.URL, opts Options) (Store, error) {
 	}
 	memMu.Unlock()
 	return &bucketStore{bucket: b, url: "mem://" + name, opts: opts, noClose: true}, nil
-}
-
-// redact removes user info and secret-looking query parameters from a store URL.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "<unparseable store URL>"
-	}
-	u.User = nil
-	q := u.Query()
-	for k := range q {
-		lk := strings.ToLower(k)
-		if strings.Contains(lk, "secret") || strings.Contains(lk, "token") || strings.Contains(lk, "key") ||
-			strings.Contains(lk, "password") || strings.Contains(lk, "credential") {
-			q.Set(k, "REDACTED")
-		}
-	}
-	u.RawQuery = q.Encode()
-	return u.String()
 }
 
 // validKey checks the key rules in the Store comment.
