@@ -22,6 +22,8 @@ type bucketStore struct {
 	counters Counters
 	noClose  bool
 	redact   redactor // removes the store URL's credentials from driver errors
+	// largeWritePath: S3 or GCS, where large objects are uploaded another way.
+	largeWritePath bool
 }
 
 func (s *bucketStore) Counters() *Counters { return &s.counters }

@@ -108,7 +108,7 @@ func openS3URL(ctx context.Context, u *url.URL, opts Options, red redactor) (Sto
 	if err != nil {
 		return nil, fail(err)
 	}
-	return &bucketStore{bucket: withPrefix(b, prefix), url: storeURL, opts: opts, redact: red}, nil
+	return &bucketStore{bucket: withPrefix(b, prefix), url: storeURL, opts: opts, redact: red, largeWritePath: true}, nil
 }
 
 // openGSURL opens a gs:// URL with gocloud's URL opener and turns the storage client's
@@ -121,7 +121,7 @@ func openGSURL(ctx context.Context, u *url.URL, opts Options, red redactor) (Sto
 		return nil, &Error{Op: OpOpen, Store: storeURL, Class: ErrPermanent, Err: err}
 	}
 	disableGCSRetries(b)
-	return &bucketStore{bucket: withPrefix(b, prefix), url: storeURL, opts: opts, redact: red}, nil
+	return &bucketStore{bucket: withPrefix(b, prefix), url: storeURL, opts: opts, redact: red, largeWritePath: true}, nil
 }
 
 // disableGCSRetries turns off the retries of a GCS bucket's storage client. gcsblob makes

@@ -13,8 +13,10 @@
 //     to this (internal/storetest: the S3 fake enforces If-None-Match on
 //     CompleteMultipartUpload the way S3 does, since gofakes3 alone ignores it there).
 //   - Open refuses a store that accepts a second put-if-absent (ErrPreconditionsIgnored).
-//     Its probe uses small objects; Options.ProbeLarge adds a multipart-sized probe for
-//     S3-compatible stores that might drop If-None-Match on CompleteMultipartUpload.
+//     Its probe uses small objects; on S3 and GCS the first writable open also probes with
+//     multipart-sized objects, for S3-compatible stores that drop If-None-Match on
+//     CompleteMultipartUpload, and records the result in the store
+//     (ErrLargePreconditionsIgnored, Options.SkipLargeProbe, PreconditionsKey).
 //   - PutIfAbsent is idempotent: it succeeds when the key already holds exactly the bytes
 //     being written. A "key taken" answer is always decided by reading the key back,
 //     because an SDK-level retry can hide that an earlier attempt of the same call landed.
@@ -95,9 +97,15 @@ type Options struct {
 	// refuses to open with ErrPreconditionsIgnored when a second put-if-absent of the same
 	// key is accepted.
 	ReadOnly bool
-	// ProbeLarge also probes with LargeProbeSize objects (see ProbeLargePreconditions),
-	// for S3-compatible stores not known to keep If-None-Match on multipart uploads.
-	ProbeLarge bool
+	// SkipLargeProbe skips the large-object check of a writable open. Without it, a
+	// writable Open (or OpenBucket) of a store with a separate large-object write path
+	// (see LargeWritePath: s3:// and gs://) runs CheckLargePreconditions after the small
+	// probe: the store's first writable open uploads two LargeProbeSize objects and
+	// records the result at PreconditionsKey, later opens read the record (one GET). A
+	// store that accepts a second put-if-absent of a large object is refused with
+	// ErrLargePreconditionsIgnored, as S3-compatible servers that drop If-None-Match on
+	// CompleteMultipartUpload do (the small probe cannot see that).
+	SkipLargeProbe bool
 	// Retries is the number of extra attempts for transient failures (default 5; negative
 	// means none).
 	Retries int
@@ -144,10 +152,11 @@ func (o Options) withDefaults() Options {
 // For s3:// and gs:// the SDK's own retries are turned off (see the package comment).
 // The URL is checked first with ParseURL. A read-only open creates nothing: a file://
 // directory that does not exist is ErrNotFound. Unless opts.ReadOnly, Open probes that
-// the store refuses a second put-if-absent (with small objects; with large ones too when
-// opts.ProbeLarge). Errors name the store by its redacted URL (see Redact) and never
-// contain its credentials: ErrInvalidURL (before any I/O), ErrNotFound, ErrPermanent,
-// ErrPreconditionsIgnored, or the probe's error.
+// the store refuses a second put-if-absent (with small objects; on S3 and GCS with large
+// ones too, once per store: see Options.SkipLargeProbe). Errors name the store by its
+// redacted URL (see Redact) and never contain its credentials: ErrInvalidURL (before any
+// I/O), ErrNotFound, ErrPermanent, ErrPreconditionsIgnored (ErrLargePreconditionsIgnored),
+// or the probe's error.
 func Open(ctx context.Context, rawURL string, opts Options) (Store, error) {
 	opts = opts.withDefaults()
 	u, err := ParseURL(rawURL)
@@ -180,20 +189,21 @@ func Open(ctx context.Context, rawURL string, opts Options) (Store, error) {
 // the store. A GCS bucket's *storage.Client has its retries turned off (the store
 // retries); an S3 bucket's client should be built with aws.NopRetryer (the store cannot
 // change it). Unless opts.ReadOnly, OpenBucket probes that the store refuses a second
-// put-if-absent (errors as Open).
+// put-if-absent, on S3 and GCS buckets with large objects too (errors as Open).
 func OpenBucket(ctx context.Context, b *blob.Bucket, storeURL string, opts Options) (Store, error) {
 	opts = opts.withDefaults()
 	disableGCSRetries(b)
 	red := newRedactor(storeURL)
-	s, err := probed(ctx, &bucketStore{bucket: b, url: Redact(storeURL), opts: opts, redact: red}, opts)
+	s, err := probed(ctx, &bucketStore{bucket: b, url: Redact(storeURL), opts: opts, redact: red,
+		largeWritePath: bucketHasLargeWritePath(b)}, opts)
 	return s, red.wrap(err)
 }
 
 func probed(ctx context.Context, s Store, opts Options) (Store, error) {
 	if !opts.ReadOnly {
 		err := ProbePreconditions(ctx, s)
-		if err == nil && opts.ProbeLarge {
-			err = ProbeLargePreconditions(ctx, s)
+		if err == nil && !opts.SkipLargeProbe && LargeWritePath(s) {
+			err = CheckLargePreconditions(ctx, s)
 		}
 		if err != nil {
 			s.Close()
@@ -221,7 +231,8 @@ func ProbePreconditions(ctx context.Context, s Store) error {
 // ProbeLargePreconditions is ProbePreconditions with LargeProbeSize objects, which S3
 // writes as multipart uploads: it catches an S3-compatible store that honours
 // If-None-Match on PutObject but not on CompleteMultipartUpload (the small probe cannot).
-// It uploads about 32 MiB and reads back 16 MiB. Open runs it when Options.ProbeLarge.
+// It uploads about 32 MiB and reads back 16 MiB. Open runs it through
+// CheckLargePreconditions once per store (see Options.SkipLargeProbe).
 func ProbeLargePreconditions(ctx context.Context, s Store) error {
 	first := make([]byte, LargeProbeSize)
 	second := make([]byte, LargeProbeSize)
