@@ -122,6 +122,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.recoverCommand(),
 		a.repairCommand(),
 		a.gcCommand(),
+		a.doctorCommand(),
 	)
 	// Usage errors from cobra's own checks (arguments, required flags) get exit status 2.
 	for _, c := range root.Commands() {
