@@ -286,9 +286,9 @@ func (a *app) doctorLarge(ctx context.Context, rep *doctorReport, s store.Store,
 		return
 	}
 	found := err == nil
-	detail := fmt.Sprintf("a second conditional write of a %s-byte object (a multipart upload) was refused", thousands(store.LargeProbeSize))
+	detail := fmt.Sprintf("a second conditional write of a %s-byte object (uploaded in parts) was refused", thousands(store.LargeProbeSize))
 	if !found {
-		detail = fmt.Sprintf("a second conditional write of a %s-byte object (a multipart upload) succeeded", thousands(store.LargeProbeSize))
+		detail = fmt.Sprintf("a second conditional write of a %s-byte object (uploaded in parts) succeeded", thousands(store.LargeProbeSize))
 	}
 	switch {
 	case errors.Is(recErr, store.ErrNotFound):
