@@ -119,7 +119,7 @@ func TestS3TransientErrorsExhaustRetries(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	srv := storetest.NewS3Server(t, storetest.S3Options{})
-	s := srv.Open(t, store.Options{Retries: 3, BaseBackoff: time.Millisecond})
+	s := srv.Open(t, store.Options{Retries: 3, BaseBackoff: time.Millisecond, SkipLargeProbe: true})
 	srv.Faults.Add(storetest.Fault{Match: storetest.OnS3(storetest.S3GetObject), Status: http.StatusServiceUnavailable})
 	before := s.Counters().Snapshot()
 	_, err := s.Get(ctx, "k")
@@ -200,7 +200,7 @@ func TestS3OutcomeUnknown(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	srv := storetest.NewS3Server(t, storetest.S3Options{})
-	s := srv.Open(t, store.Options{Retries: 2, BaseBackoff: time.Millisecond})
+	s := srv.Open(t, store.Options{Retries: 2, BaseBackoff: time.Millisecond, SkipLargeProbe: true})
 	srv.Faults.Add(storetest.Fault{Match: storetest.OnS3(storetest.S3PutObject), Drop: true})
 	srv.Faults.Add(storetest.Fault{Match: storetest.OnS3(storetest.S3HeadObject, storetest.S3GetObject), Status: http.StatusServiceUnavailable})
 	err := s.PutIfAbsent(ctx, "commit", []byte("ours"))
@@ -226,7 +226,7 @@ func TestS3AttemptTimeoutRetries(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	srv := storetest.NewS3Server(t, storetest.S3Options{})
-	s := srv.Open(t, store.Options{AttemptTimeout: 200 * time.Millisecond, BaseBackoff: time.Millisecond})
+	s := srv.Open(t, store.Options{AttemptTimeout: 200 * time.Millisecond, BaseBackoff: time.Millisecond, SkipLargeProbe: true})
 	if err := s.Put(ctx, "k", []byte("v")); err != nil {
 		t.Fatal(err)
 	}
