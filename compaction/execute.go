@@ -10,7 +10,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/shale-db/shale/engine"
-	"github.com/shale-db/shale/internal/fragment"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
 	"github.com/shale-db/shale/store"
@@ -41,12 +40,15 @@ type Hooks struct {
 	BeforeCommit func(ctx context.Context, p *Plan) error
 }
 
-// Executor runs compactions against one store and (optionally) its catalog.
+// Executor runs compactions against one store and (optionally) its catalog. Build one
+// with New (the DB's settings) and adjust fields before the first Run; it is then safe
+// for concurrent Runs on different tables. Two Runs on the same table are safe too (the
+// loser meets a retryable conflict and replans) but wasteful.
 type Executor struct {
-	Store   store.Store
+	Store   store.Store      // the table's store
 	Catalog *catalog.Catalog // nil: commit without publishing (a bare store)
 	// Write tunes the new data files; MaxRowsPerFile defaults to the plan's TargetRows.
-	Write fragment.WriterOptions
+	Write engine.WriteOptions
 	// Commit bounds the commit loop (its Groups resolver is set by the executor when a
 	// catalog is present).
 	Commit manifest.CommitOptions
@@ -57,7 +59,7 @@ type Executor struct {
 	GroupTimeout time.Duration
 	// PublishTimeout bounds the publish (default 30 s).
 	PublishTimeout time.Duration
-	Hooks          Hooks
+	Hooks          Hooks // called at each attempt's seams (recovery sidecars, tests)
 	// Sidecars, when set, makes each run crash-recoverable: a sidecar naming the run's
 	// transactions and data prefixes is stored before every attempt's first data file
 	// (Phase A), each attempt writes its data files under their own prefix, and the
@@ -77,15 +79,15 @@ func New(db *engine.DB) *Executor {
 
 // Stats describe one compaction.
 type Stats struct {
-	Table       string
+	Table       string   // the table compacted
 	ReadVersion uint64   // the version the committed (or last) attempt was planned on
 	Version     uint64   // the committed version (0: nothing committed)
 	TxnID       string   // the transaction of the last attempt
 	Attempts    int      // plan-write-commit attempts (1 without conflicts)
 	Rebased     []uint64 // versions by others the commit was rebuilt on top of
-	Published   bool
+	Published   bool     // the catalog pointer is at or past Version (false without a catalog)
 
-	Groups           int
+	Groups           int   // rewrite groups of the committed plan (Plan.Groups)
 	FragmentsBefore  int   // the table's fragments at ReadVersion
 	FragmentsAfter   int   // the table's fragments at Version
 	FragmentsRemoved int   // old fragments replaced
@@ -96,7 +98,8 @@ type Stats struct {
 	BytesWritten     int64 // data file bytes of the new fragments
 }
 
-// Compact plans and runs one compaction of table with New(db)'s defaults.
+// Compact plans and runs one compaction of table with New(db)'s defaults (no recovery
+// sidecar: use recovery.Enable(New(db)).Run for crash safety). Errors: as Executor.Run.
 func Compact(ctx context.Context, db *engine.DB, table string, opts Options) (Stats, error) {
 	return New(db).Run(ctx, table, opts)
 }
@@ -130,7 +133,8 @@ func (e *Executor) Head(ctx context.Context, table string) (*manifest.Manifest, 
 	return manifest.CatchUp(ctx, e.Store, table, m, e.groups())
 }
 
-// Plan plans a compaction of table at HEAD (see Head and NewPlan) without writing.
+// Plan plans a compaction of table at HEAD (see Head and NewPlan) without writing: a dry
+// run. Errors: as Head.
 func (e *Executor) Plan(ctx context.Context, table string, opts Options) (*Plan, error) {
 	m, err := e.Head(ctx, table)
 	if err != nil {

@@ -3,10 +3,15 @@
 // the table's content and row order (DESIGN §7; shared/reference/lance-format.md §5).
 //
 // The work splits into a pure planner (NewPlan: a function of one manifest and Options)
-// and an executor (Execute) that pins the plan's read version, writes the new fragments
+// and an executor (Executor.Run) that pins the plan's read version, writes the new fragments
 // without holding any lock, commits one OpRewrite transaction through manifest.Commit and
 // publishes it by fast-forward. Concurrent appends rebase over it; a concurrent delete or
 // update of a fragment being rewritten is a retryable conflict that replans at HEAD.
+//
+// Where to start: Compact(ctx, db, table, Options{}) compacts one table with the DB's
+// settings and returns its Stats. For crash safety wrap the executor with recovery.Enable
+// (recovery.Enable(compaction.New(db)).Run(…)), which stores a recovery sidecar before
+// the first data file; Executor.Plan shows what a run would do without writing.
 package compaction
 
 import (
@@ -78,9 +83,9 @@ type Group struct {
 // fragments and commits it unchanged otherwise, so a recovery sidecar written before the
 // first data file (Hooks.BeforeFirstWrite) can name the transaction that may land.
 type Plan struct {
-	Table       string
-	ReadVersion uint64
-	Groups      []Group
+	Table       string               // the table planned
+	ReadVersion uint64               // the version the plan reads; its fragments are the ones rewritten
+	Groups      []Group              // the rewrites, in table order; none means nothing to do (Empty)
 	Txn         manifest.Transaction // Kind OpRewrite; ReadVersion = Plan.ReadVersion
 	Options     Options              // with defaults applied
 

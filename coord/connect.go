@@ -69,8 +69,9 @@ func (c *Client) Etcd() *clientv3.Client { return c.cli }
 func (c *Client) Endpoints() []string { return append([]string(nil), c.endpoints...) }
 
 // Close releases the connection. With the embedded default it first deletes this client's
-// key, so the background server can go idle; with InProcess it stops the server. Calling
-// Close again returns the first result.
+// key, so the background server can go idle; with InProcess it stops the server (waiting
+// up to 30 s for it). Calling Close again returns the first result. Errors: the etcd
+// client's, and the in-process server's shutdown error (wrapping ErrEmbedded).
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		if c.presence != nil {

@@ -13,6 +13,10 @@
 //     and for library users that own their state directory.
 //
 // Embedded servers listen on 127.0.0.1 only and log nothing (zap Nop logger).
+//
+// Where to start: Connect returns a *Client; pass Client.Etcd() to engine.Options.Etcd and
+// Close the client when done (with InProcess, that stops the server). ErrConnect,
+// ErrEmbedded and ErrStateDirBusy classify Connect's failures for errors.Is.
 package coord
 
 import (

@@ -16,7 +16,6 @@ import (
 	"github.com/oklog/ulid/v2"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/shale-db/shale/internal/fragment"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
 	"github.com/shale-db/shale/store"
@@ -40,8 +39,9 @@ type Options struct {
 	Etcd *clientv3.Client
 	// CatalogPrefix is the etcd key prefix (default "/shale").
 	CatalogPrefix string
-	// Write tunes data files (compression, rows per batch and per file).
-	Write fragment.WriterOptions
+	// Write tunes the data files writes store (codec, rows per batch and per file; see
+	// WriteOptions). Compaction rewrites with the same options.
+	Write WriteOptions
 	// Commit bounds the commit loop.
 	Commit manifest.CommitOptions
 	// Allocator for Arrow memory (default memory.DefaultAllocator).
@@ -78,7 +78,11 @@ type Options struct {
 	WriteHoldAfter time.Duration
 }
 
-// DB is a set of tables in one store.
+// DB is a set of tables in one store, with the etcd catalog that publishes them when
+// Options.Etcd is set. Open one per store and share it: a DB is safe for concurrent use
+// by any number of goroutines, and any number of DBs in other processes and machines may
+// open the same store and etcd at once. A DB holds no resources of its own to close; close
+// the store and the etcd client it was opened with when done.
 type DB struct {
 	store   store.Store
 	cat     *catalog.Catalog
@@ -92,7 +96,9 @@ type DB struct {
 
 // Open opens the tables of store s. With opts.Etcd it reads (or creates) the store's id and
 // uses the catalog under <prefix>/stores/<id>. Cost: one GET (plus one put-if-absent the
-// first time a store is used).
+// first time a store is used); no etcd request; none at all without opts.Etcd. The DB
+// does not own s or the etcd client: close them after the last use of the DB.
+// Errors: store errors reading or creating the store id (*store.Error).
 func Open(ctx context.Context, s store.Store, opts Options) (*DB, error) {
 	if opts.CatalogPrefix == "" {
 		opts.CatalogPrefix = "/shale"
@@ -476,16 +482,17 @@ func (db *DB) latest(ctx context.Context, name string) (*manifest.Manifest, erro
 	return manifest.LoadHead(ctx, db.store, name)
 }
 
-// Tables lists the tables in the store (a dropped table, whose HEAD is its drop marker,
-// is not one). Cost: one LIST plus one GET per table.
+// Tables lists the tables in the store in name order (a dropped table, whose HEAD is its
+// drop marker, is not one). Cost: one LIST plus one GET per table. Errors: store errors
+// (a HEAD that does not decode is listed; verify reports it).
 func (db *DB) Tables(ctx context.Context) ([]string, error) { return manifest.Tables(ctx, db.store) }
 
 // TableStatus compares a table's HEAD with its published version.
 type TableStatus struct {
-	Table     string
-	Head      uint64
-	Published uint64 // 0 = never published (or no catalog)
-	Drift     uint64 // Head - Published when Head > Published
+	Table     string // table name
+	Head      uint64 // the highest version committed in the store
+	Published uint64 // the version the catalog directs readers to; 0 = never published (or no catalog)
+	Drift     uint64 // Head - Published when Head > Published: committed work not yet published
 }
 
 // Status reports HEAD and the published version of every table. HEAD below the published

@@ -31,3 +31,10 @@ var (
 	// operation failed and committed nothing. Compaction's errors wrap the same value.
 	ErrInternal = panics.ErrInternal
 )
+
+// InternalError is the error made from a recovered panic (it wraps ErrInternal, and the
+// panic value when that is an error). Fields: Op (what was running, e.g. "read data
+// file"), Key (the object being read or written, "" when unknown), Value (the value
+// passed to panic) and Stack (the panicking goroutine's first frames, as runtime/debug
+// prints them). Use errors.As to reach it and report it as a bug.
+type InternalError = panics.Error

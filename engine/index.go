@@ -74,12 +74,12 @@ type IndexSpec struct {
 // object it writes has a key starting with Prefix, and the version it may commit carries
 // TxnID. Options.IndexSidecars stores it before the first object (recovery.IndexSidecars).
 type IndexIntent struct {
-	OperationID string
-	Table       string
-	Created     time.Time
-	TxnID       string
-	ReadVersion uint64
-	Prefix      string // <table>/_indices/<txn-id>/
+	OperationID string    // the build's id (a ULID); also its catalog hold id, so recovery skips a live build
+	Table       string    // the table indexed
+	Created     time.Time // when the build began (UTC)
+	TxnID       string    // the pre-minted id of the transaction the build may commit
+	ReadVersion uint64    // the version the build reads and plans against
+	Prefix      string    // <table>/_indices/<txn-id>/: every object the build writes is below it
 }
 
 // IndexSidecars stores the recovery sidecars of index builds (recovery implements it).
@@ -95,17 +95,17 @@ type IndexSidecars interface {
 
 // IndexInfo describes one index of a version.
 type IndexInfo struct {
-	Name     string   `json:"name"`
-	Kind     string   `json:"kind"`
-	Columns  []string `json:"columns"`
-	Segments int      `json:"segments"`
+	Name     string   `json:"name"`     // the index name (IndexSpec.Name)
+	Kind     string   `json:"kind"`     // index.KindBTree or index.KindZoneMap
+	Columns  []string `json:"columns"`  // indexed columns, by their current names
+	Segments int      `json:"segments"` // separately built parts (CreateIndex makes one, each UpdateIndex adds one)
 	// FragmentsCovered of Fragments (the version's live fragments); RowsCovered of Rows
 	// (physical rows, deleted ones included). Uncovered fragments are scanned.
 	FragmentsCovered int   `json:"fragments_covered"`
-	Fragments        int   `json:"fragments"`
-	RowsCovered      int64 `json:"rows_covered"`
-	Rows             int64 `json:"rows"`
-	Bytes            int64 `json:"bytes"`
+	Fragments        int   `json:"fragments"`    // live fragments of the version
+	RowsCovered      int64 `json:"rows_covered"` // physical rows of the covered fragments
+	Rows             int64 `json:"rows"`         // physical rows of the version (deleted ones included)
+	Bytes            int64 `json:"bytes"`        // stored size of every segment's objects, in bytes
 	// BuiltFrom is the newest version a segment was built from.
 	BuiltFrom uint64 `json:"built_from"`
 }
@@ -147,11 +147,11 @@ func (t *Table) Indexes() []IndexInfo {
 
 // IndexResult describes a committed index build.
 type IndexResult struct {
-	CommitResult
-	Index IndexInfo
+	CommitResult           // the index version's commit
+	Index        IndexInfo // the index as the committed version describes it
 	// RowsIndexed and BytesWritten by this build (a delta: only the fragments it covered).
-	RowsIndexed  int64
-	BytesWritten int64
+	RowsIndexed  int64 // physical rows read and indexed
+	BytesWritten int64 // bytes of index objects stored
 	// Merged: the build replaced the index's segments by one (UpdateIndex past
 	// MaxIndexSegments).
 	Merged bool

@@ -17,20 +17,20 @@ import (
 // IndexUse says how a scan used (or did not use) the table's indexes; ScanPlan.Indexes
 // lists one per index the planner considered.
 type IndexUse struct {
-	Name string `json:"name"`
-	Kind string `json:"kind"`
+	Name string `json:"name"` // the index name
+	Kind string `json:"kind"` // index.KindBTree or index.KindZoneMap
 	// Used: the index chose the candidate rows of the fragments it covers; otherwise
 	// Reason says why not (no condition on its column, or a scan is cheaper).
 	Used   bool   `json:"used"`
-	Reason string `json:"reason,omitempty"`
+	Reason string `json:"reason,omitempty"` // why the index was not used, in words; "" when Used
 	// Fragments covered by the index among the version's live fragments.
 	FragmentsCovered int `json:"fragments_covered"`
 	// BTree: pages read and skipped (by their bounds); rows it returned.
 	PagesRead    int `json:"pages_read,omitempty"`
-	PagesSkipped int `json:"pages_skipped,omitempty"`
+	PagesSkipped int `json:"pages_skipped,omitempty"` // BTree pages whose bounds cannot match
 	// ZoneMap: zones that may match and zones skipped.
 	ZonesRead    int `json:"zones_read,omitempty"`
-	ZonesSkipped int `json:"zones_skipped,omitempty"`
+	ZonesSkipped int `json:"zones_skipped,omitempty"` // zones whose min, max and null count cannot match
 	// Candidates is the number of row addresses (BTree) or rows of matching zones
 	// (ZoneMap) the scan then reads and filters.
 	Candidates int64 `json:"candidates"`
@@ -323,15 +323,16 @@ func (p *scanPlan) useIndexes(ctx context.Context) error {
 // indexBatchFraction: the indexes' candidate rows are used only when they lie in at most
 // this fraction of the batches statistics pruning leaves.
 const indexBatchFraction = 0.8
+
 // ScanPlan is what a scan does, as the planner decided it (Table.Explain).
 type ScanPlan struct {
 	// Filter is the WHERE expression as bound ("" for none).
 	Filter string `json:"filter"`
 	// Fragments, Batches: the version's; pruned by statistics or indexes.
 	Fragments       int `json:"fragments"`
-	FragmentsPruned int `json:"fragments_pruned"`
-	Batches         int `json:"batches"`
-	BatchesPruned   int `json:"batches_pruned"`
+	FragmentsPruned int `json:"fragments_pruned"` // skipped whole: no live rows, or statistics show no row can match
+	Batches         int `json:"batches"`          // record batches of the fragments kept
+	BatchesPruned   int `json:"batches_pruned"`   // of Batches, skipped by statistics or by an index
 	// BatchesRead is what the scan reads (one range request each, plus one per data file
 	// opened).
 	BatchesRead int `json:"batches_read"`

@@ -38,8 +38,8 @@ func (db *DB) groups() manifest.GroupResolver {
 // Snapshot is a consistent read of several tables: their published versions at one etcd
 // revision, so a multi-table commit is seen whole or not at all.
 type Snapshot struct {
-	Revision int64
-	Tables   map[string]*Table
+	Revision int64             // the etcd revision every pointer was read at
+	Tables   map[string]*Table // one writable handle per name passed to DB.Snapshot
 }
 
 // Snapshot opens the named tables at the versions published at one etcd revision. Each

@@ -25,6 +25,7 @@ const (
 	Unknown
 )
 
+// String returns "committed", "rejected" or "unknown".
 func (o Outcome) String() string {
 	switch o {
 	case Committed:
@@ -43,16 +44,17 @@ var ErrUnknown = errors.New("write outcome unknown")
 // Table.Retry. Committed is true when the version is known to be in the store and only its
 // publish is undecided.
 type UnknownError struct {
-	Table     string
-	Txn       manifest.Transaction
-	Committed bool
-	Version   uint64 // when Committed
+	Table     string               // the table written
+	Txn       manifest.Transaction // the transaction, with its id and files: pass it to Table.Retry
+	Committed bool                 // the version is in the store; only the publish is undecided
+	Version   uint64               // when Committed
 	// Group is the multi-table transaction's group id (DB.Commit), "" otherwise; its state
 	// (catalog.GroupState) decides the outcome later.
 	Group string
-	Err   error
+	Err   error // the failure that left the outcome open (a timeout, store.ErrOutcomeUnknown, an etcd error)
 }
 
+// Error names the table and the transaction id, and the version when Committed.
 func (e *UnknownError) Error() string {
 	if e.Committed {
 		return fmt.Sprintf("table %q: transaction %s committed as version %d but its publish is undecided: %v", e.Table, e.Txn.ID, e.Version, e.Err)
@@ -60,6 +62,7 @@ func (e *UnknownError) Error() string {
 	return fmt.Sprintf("table %q: transaction %s: outcome unknown: %v", e.Table, e.Txn.ID, e.Err)
 }
 
+// Unwrap returns ErrUnknown and Err, for errors.Is and errors.As.
 func (e *UnknownError) Unwrap() []error { return []error{ErrUnknown, e.Err} }
 
 // OutcomeOf classifies a write's error: nil is Committed, *UnknownError (or any error

@@ -19,7 +19,8 @@ var ErrNoCatalog = errors.New("no catalog (open the DB with etcd)")
 // Pin keeps one version of a table readable: while it is held, garbage collection in any
 // process keeps that version (and every version above it) and every file they reference.
 // It is a catalog hold (catalog.AcquireHold, kind "pin") under a lease, so a reader that
-// dies stops pinning history once its lease expires (catalog.DefaultHoldTTL).
+// dies stops pinning history once its lease expires (catalog.DefaultHoldTTL). Its methods
+// are safe for concurrent use.
 type Pin struct {
 	h     *catalog.Holding
 	table string

@@ -63,10 +63,10 @@ type scanPlan struct {
 	force     bool // ScanOptions.forceIndexes
 }
 
-// ScanStats count what a scan's statistics pruning skipped.
+// ScanStats count what a scan's pruning skipped (ScanPlan has the same counts and more).
 type ScanStats struct {
-	Fragments, FragmentsPruned int
-	Batches, BatchesPruned     int
+	Fragments, FragmentsPruned int // fragments of the version; of those, skipped whole (no live rows, or statistics exclude every row)
+	Batches, BatchesPruned     int // record batches of the fragments kept; of those, skipped by statistics or an index
 }
 
 func (t *Table) plan(ctx context.Context, opts ScanOptions) (*scanPlan, error) {
@@ -408,7 +408,9 @@ func countTrue(m *array.Boolean) int64 {
 
 // Scanner streams a scan's result as Arrow record batches; it implements
 // array.RecordReader. Batches are read and decoded ScanParallelism at a time and returned in
-// table order. Call Err after Next returns false, and Release when done.
+// table order. Call Err after Next returns false, and Release when done. A Scanner is used
+// by one goroutine (it reads ahead on its own goroutines); the batch RecordBatch returns
+// is valid until the next Next, so Retain it to keep it longer.
 type Scanner struct {
 	plan    *scanPlan
 	state   *scanState
@@ -426,7 +428,15 @@ type scanResult struct {
 	err error
 }
 
-// Scan returns the rows of this handle's version selected by opts.
+// Scan returns the rows of this handle's version selected by opts. Planning (before Scan
+// returns) prunes fragments and batches by statistics and indexes and reads no data file;
+// the Scanner then reads the batches left, ScanParallelism at a time, with range requests.
+// Errors from Scan: filter.ErrSyntax, filter.ErrUnknownColumn (a filter or Columns name,
+// with the table's columns listed), filter.ErrType, filter.ErrUnsupported, and index
+// read errors. Errors from Scanner.Err: *manifest.ObjectError naming the table, version
+// and data file, wrapping manifest.ErrCorrupt (bytes that fail their checksum or schema
+// check), a store error (store.ErrNotFound when garbage collection deleted a file of an
+// old version nobody pinned: see Pin), or ErrInternal; ctx's error when it ends.
 func (t *Table) Scan(ctx context.Context, opts ScanOptions) (*Scanner, error) {
 	p, err := t.plan(ctx, opts)
 	if err != nil {
@@ -576,8 +586,9 @@ func (s *Scanner) Release() {
 	s.state.close()
 }
 
-// Count returns the number of live rows matching filter ("" = all rows, answered from the
-// manifest without reading data).
+// Count returns the number of live rows of this version matching where ("" = all rows,
+// answered from the manifest without any request). A filter reads only the filter's
+// columns of the batches statistics cannot prune. Errors: as Scan and Scanner.Err.
 func (t *Table) Count(ctx context.Context, where string) (int64, error) {
 	if where == "" {
 		return t.m.LiveRows(), nil

@@ -14,8 +14,13 @@ import (
 
 // Table is a handle on one table at one version. Reads see that version; writes commit on
 // top of it (rebasing over anything committed since) and move the handle to the version
-// they committed. A handle from Checkout is read-only. A Table is not safe for concurrent
-// writes from several goroutines; open one handle per writer.
+// they committed. A handle from Checkout is read-only.
+//
+// Concurrency: reads of a handle (Scan, Count, Explain, Schema, Versions, …) may run in
+// any number of goroutines at once, but a write or Refresh moves the handle, so it must
+// not run concurrently with any other use of the same handle: open one handle per writer
+// (DB.OpenTable is cheap: one etcd read and one GET). Handles in different goroutines and
+// processes may write the same table at once; the commit loop orders them.
 type Table struct {
 	db       *DB
 	name     string
@@ -40,7 +45,11 @@ func (t *Table) Manifest() *manifest.Manifest { return t.m }
 // Schema is the table's Arrow schema at this version.
 func (t *Table) Schema() *arrow.Schema { return t.m.Schema.MustArrow() }
 
-// Refresh moves the handle to the latest published version (HEAD without a catalog).
+// Refresh moves the handle to the latest published version (HEAD without a catalog, or
+// when the table was never published), and makes a read-only handle writable again.
+// Cost: one etcd read and one manifest GET. Errors: manifest.ErrTableNotFound (and
+// ErrTableDropped) when the table is gone, corruption errors naming the manifest, catalog
+// and store errors; the handle is unchanged on error.
 func (t *Table) Refresh(ctx context.Context) error {
 	m, err := t.db.latest(ctx, t.name)
 	if err != nil {
@@ -68,23 +77,23 @@ func (t *Table) Checkout(ctx context.Context, v uint64) (*Table, error) {
 
 // VersionInfo describes one committed version.
 type VersionInfo struct {
-	Version     uint64
-	Operation   manifest.OpKind
-	Transaction string
-	ReadVersion uint64
-	Time        time.Time // when the version was committed (older manifests: when its transaction was planned)
+	Version     uint64          // the version number
+	Operation   manifest.OpKind // what its transaction did: "append", "delete", "rewrite", …
+	Transaction string          // its transaction id (a ULID)
+	ReadVersion uint64          // the version the transaction was planned on
+	Time        time.Time       // when the version was committed (older manifests: when its transaction was planned)
 	// Rows (live) and Fragments are what reading the version gives: those of
 	// ContentVersion.
-	Rows      int64
-	Fragments int
-	Published bool // at or below the published version (and not aborted)
+	Rows      int64 // live rows (deleted ones excluded)
+	Fragments int   // fragments holding them
+	Published bool  // at or below the published version (and not aborted)
 	// Group is the multi-table transaction the version belongs to ("" = none); Aborted
 	// says that group aborted, so the version counts as empty and reads as ContentVersion,
 	// the nearest version below it that counts (0: that version expired, so this one
 	// can no longer be read). ContentVersion is Version for every other version.
 	Group          string
-	Aborted        bool
-	ContentVersion uint64
+	Aborted        bool   // the version's group aborted: it reads as ContentVersion
+	ContentVersion uint64 // the version whose rows reading this one gives
 }
 
 // Versions lists every version still readable, ascending (one LIST plus one GET per
@@ -92,7 +101,8 @@ type VersionInfo struct {
 // prepared version of an aborted multi-table group is listed with Aborted set and the
 // rows of the version it reads as. A pending group is not waited for: its versions are
 // listed unpublished and not aborted. Versions of earlier incarnations of the table (it
-// was dropped and created again) and drop markers are not listed.
+// was dropped and created again) and drop markers are not listed. Errors: store errors,
+// corruption errors naming a manifest, catalog errors reading a group's state.
 func (t *Table) Versions(ctx context.Context) ([]VersionInfo, error) {
 	vs, err := manifest.Versions(ctx, t.db.store, t.name)
 	if err != nil {
@@ -147,7 +157,7 @@ func (t *Table) Versions(ctx context.Context) ([]VersionInfo, error) {
 
 // CommitResult describes a committed write.
 type CommitResult struct {
-	Version   uint64
+	Version   uint64   // the committed version (for a Duplicate, the earlier write's)
 	Attempts  int      // put-if-absent attempts of the final commit
 	Rebased   []uint64 // versions by others the commit was rebuilt on top of
 	Published bool     // the catalog pointer is at or past Version
@@ -155,7 +165,7 @@ type CommitResult struct {
 	// Duplicate: the write's idempotency key (WithIdempotencyKey) had committed already,
 	// as Version, by transaction DuplicateTxn; this call committed nothing new.
 	Duplicate    bool
-	DuplicateTxn string
+	DuplicateTxn string // the transaction id that committed the key, when Duplicate
 	// AlsoPublished lists versions of other transactions that changed rows or the schema
 	// (logical operations) and that this write's publish made visible: committed by
 	// writers that had not published them yet (still running, or dead between their
@@ -165,9 +175,9 @@ type CommitResult struct {
 
 // PublishedVersion is a version a write published on another transaction's behalf.
 type PublishedVersion struct {
-	Version     uint64          `json:"version"`
-	Operation   manifest.OpKind `json:"operation"`
-	Transaction string          `json:"transaction"`
+	Version     uint64          `json:"version"`     // the version made visible
+	Operation   manifest.OpKind `json:"operation"`   // what it did: "delete", "update", "overwrite", …
+	Transaction string          `json:"transaction"` // its transaction id
 }
 
 // commitTime is when m was committed (Unix ns), or, for manifests written before that was

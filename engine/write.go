@@ -148,6 +148,11 @@ func (t *Table) writeFragments(ctx context.Context, rdr array.RecordReader, sche
 // that was paused past GC's grace period fails with manifest.ErrTxnAborted instead of
 // committing a version naming deleted files (invariant 15). Its files are never committed
 // under another transaction id (invariant 16).
+//
+// Errors: ErrReadOnly, ErrSchemaMismatch, ErrInvalidOption, manifest.ErrTxnAborted,
+// ErrTableDropped, the BeforeFirstWrite hook's, store errors (Rejected); *UnknownError
+// (Unknown: pass its Txn to Retry). A duplicate idempotency key is not an error: see
+// WithIdempotencyKey.
 func (t *Table) Append(ctx context.Context, rdr array.RecordReader, opts ...WriteOption) (CommitResult, error) {
 	if t.readOnly {
 		return CommitResult{}, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
@@ -184,7 +189,8 @@ func (t *Table) Append(ctx context.Context, rdr array.RecordReader, opts ...Writ
 	return t.settleKeyed(ctx, txn, res, err)
 }
 
-// AppendRecord appends one record batch (see Append).
+// AppendRecord appends one record batch: Append with a reader of rec alone. rec is not
+// retained after the call. Errors and outcomes as Append.
 func (t *Table) AppendRecord(ctx context.Context, rec arrow.RecordBatch, opts ...WriteOption) (CommitResult, error) {
 	rdr, err := array.NewRecordReader(rec.Schema(), []arrow.RecordBatch{rec})
 	if err != nil {
@@ -196,6 +202,10 @@ func (t *Table) AppendRecord(ctx context.Context, rec arrow.RecordBatch, opts ..
 
 // Overwrite replaces every row (and the schema) with the rows of rdr in one new version.
 // Fields whose name and type are unchanged keep their field id; others get new ids.
+// A concurrent append, delete or update committed after the handle's version makes it a
+// conflict (an overwrite planned on a stale version must not drop rows it never saw).
+// Errors: ErrReadOnly, *manifest.ConflictError, manifest.ErrTxnAborted, ErrTableDropped,
+// store errors; outcomes as Append (OutcomeOf).
 func (t *Table) Overwrite(ctx context.Context, rdr array.RecordReader, opts ...WriteOption) (CommitResult, error) {
 	if t.readOnly {
 		return CommitResult{}, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)

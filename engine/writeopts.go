@@ -8,6 +8,29 @@ import (
 	"github.com/shale-db/shale/manifest"
 )
 
+// WriteOptions tune how writes store data files (Options.Write): the codec, rows per
+// record batch (the unit of a range read and of statistics pruning) and rows per data file.
+// Zero values take the defaults (CompressionZstd, manifest.DefaultMaxRowsPerBatch = 65,536
+// rows, manifest.DefaultMaxRowsPerFile = 1,048,576 rows); manifest.WriteOptions lists every
+// field. It never changes which rows a table holds, only how they are laid out.
+//
+//	db, err := engine.Open(ctx, st, engine.Options{
+//		Etcd:  cli.Etcd(),
+//		Write: engine.WriteOptions{Compression: engine.CompressionLZ4, MaxRowsPerBatch: 8192},
+//	})
+type WriteOptions = manifest.WriteOptions
+
+// Compression names a data file codec (WriteOptions.Compression); it is
+// manifest.Compression.
+type Compression = manifest.Compression
+
+// The data file codecs. The zero value ("") means CompressionZstd.
+const (
+	CompressionZstd = manifest.CompressionZstd // ZSTD, the default: smallest files
+	CompressionLZ4  = manifest.CompressionLZ4  // LZ4 frame: faster, larger
+	CompressionNone = manifest.CompressionNone // uncompressed
+)
+
 // WriteOption tunes one write (Append, AppendRecord, Overwrite, Delete, Update,
 // PrepareAppend, PrepareDelete).
 type WriteOption func(*writeOptions)

@@ -67,4 +67,9 @@
 //     HEAD again, and delete its old objects (a table created again meanwhile has a
 //     version above the marker, or a manifest, or young files);
 //  7. old temp files, probe objects and orphaned recovery claims.
+//
+// Where to start: Run(ctx, st, db.Catalog(), table, Policy{}) collects one table ("" for
+// every table) with the defaults (keep the last versions the policy names, a grace period
+// of an hour); Policy{DryRun: true} reports without deleting. Run is safe to run
+// concurrently with writers, compactions, recoveries and other runs, in any process.
 package gc

@@ -73,8 +73,8 @@ func isReserved(key string) bool {
 
 // DroppedSkip says why a dropped table's leftovers were all kept.
 type DroppedSkip struct {
-	Table  string `json:"table"`
-	Reason string `json:"reason"`
+	Table  string `json:"table"`  // the dropped table's name (its top-level prefix)
+	Reason string `json:"reason"` // why, in words: a pointer, a live hold or a pending sidecar names it
 }
 
 // markerLeftovers returns the objects of a dropped table h (HEAD a drop marker) that go:

@@ -39,18 +39,18 @@ var Seams = []string{"gc.after_plan", "gc.after_expire_manifest", "gc.after_fenc
 
 // File is one object GC deleted (or, in a dry run, would delete).
 type File struct {
-	Key   string `json:"key"`
-	Bytes int64  `json:"bytes"`
-	Class Class  `json:"class,omitempty"`
+	Key   string `json:"key"`             // the object key
+	Bytes int64  `json:"bytes"`           // its size
+	Class Class  `json:"class,omitempty"` // why it went: Garbage, or ExpiredVersion for an expired version's transaction record
 }
 
 // TableReport is what Run did to one table. In JSON every list is [] when empty, never
 // null, and Kept/KeptBytes are {} (see MarshalJSON).
 type TableReport struct {
-	Table     string `json:"table"`
+	Table     string `json:"table"`     // the table collected
 	Published uint64 `json:"published"` // the catalog pointer (0: none or no catalog)
-	Head      uint64 `json:"head"`
-	Floor     uint64 `json:"floor"` // lowest retained version
+	Head      uint64 `json:"head"`      // the highest version in the store
+	Floor     uint64 `json:"floor"`     // lowest retained version
 	// Dropped: the table's HEAD is a drop marker (found during the run); its leftovers
 	// are collected as a dropped table's (Report.DroppedLeftovers), not here.
 	Dropped bool `json:"dropped,omitempty"`
@@ -58,30 +58,30 @@ type TableReport struct {
 	// drop marker; 0 for tables of older builds): versions below it belong to
 	// incarnations a drop ended, and are deleted with their files as garbage.
 	IncarnationSince uint64         `json:"incarnation_since,omitempty"`
-	Holds            []catalog.Hold `json:"holds"`
-	LowWatermark     uint64         `json:"low_watermark,omitempty"`
-	HasLow           bool           `json:"has_low_watermark"`
+	Holds            []catalog.Hold `json:"holds"`                      // live catalog holds on the table (running operations, pins, long writes)
+	LowWatermark     uint64         `json:"low_watermark,omitempty"`    // the lowest version a hold or pending sidecar needs, when HasLow
+	HasLow           bool           `json:"has_low_watermark"`          // LowWatermark is set
 	Sidecars         int            `json:"pending_sidecars,omitempty"` // pending sidecars left after recovery
-	Retained         []uint64       `json:"retained"`
-	Expired          []uint64       `json:"expired"`
+	Retained         []uint64       `json:"retained"`                   // versions kept, ascending (Floor to Head)
+	Expired          []uint64       `json:"expired"`                    // versions this run replaced by tombstones
 	// ExpiredManifestBytes is the size of the expired versions' manifests, each now
 	// replaced by a tombstone of about 60 bytes.
 	ExpiredManifestBytes int64 `json:"expired_manifest_bytes"`
 	// Deleted lists the objects this run deleted (see Report on concurrent runs).
 	Deleted      []File `json:"deleted"`
-	BytesDeleted int64  `json:"bytes_deleted"`
+	BytesDeleted int64  `json:"bytes_deleted"` // sum of Deleted's bytes
 	// Kept counts the objects kept under the table prefix by class, KeptBytes their bytes.
 	Kept      map[Class]int   `json:"kept"`
-	KeptBytes map[Class]int64 `json:"kept_bytes"`
-	BytesKept int64           `json:"bytes_kept"`
+	KeptBytes map[Class]int64 `json:"kept_bytes"` // bytes kept, by class
+	BytesKept int64           `json:"bytes_kept"` // bytes kept in all, the sum of KeptBytes
 	// Unknown lists keys of shapes GC does not recognise (kept).
 	Unknown []string `json:"unknown"`
 	// Fence is the abort version this run committed before deleting the files of
 	// transactions that had not committed (0: none needed), FencedTxns how many it
 	// named, FencePublished whether the pointer reached it (see recovery.Fence).
 	Fence          uint64 `json:"fence,omitempty"`
-	FencedTxns     int    `json:"fenced_transactions,omitempty"`
-	FencePublished bool   `json:"fence_published,omitempty"`
+	FencedTxns     int    `json:"fenced_transactions,omitempty"` // transactions the fence names
+	FencePublished bool   `json:"fence_published,omitempty"`     // the pointer reached Fence
 	// Restored lists expired versions put back because a reader pinned them while this
 	// run was expiring them.
 	Restored []uint64 `json:"restored,omitempty"`
@@ -101,11 +101,11 @@ type TableReport struct {
 // 204 either way, and the local store swallows ENOENT). Each run's report is still an
 // upper bound of what it freed, and the store ends in the same state.
 type Report struct {
-	DryRun bool `json:"dry_run"`
+	DryRun bool `json:"dry_run"` // nothing was deleted or expired: the lists say what would have been
 	// Recovered are the outcomes of the recovery.Recover run first; the JSON key is
 	// "outcomes", as in recovery.Report (shale recover --json).
 	Recovered []recovery.Outcome `json:"outcomes"`
-	Tables    []TableReport      `json:"tables"`
+	Tables    []TableReport      `json:"tables"` // one per table collected, in name order
 	// DroppedLeftovers are objects of dropped tables deleted (or, in a dry run,
 	// deletable): of a table whose HEAD is a drop marker, everything below the marker
 	// (the marker and its record stay); of a top-level prefix shaped like a table
@@ -131,7 +131,7 @@ type Report struct {
 	// releasing its claim (recovery.OrphanClaims); OrphanClaimsKept counts such claims
 	// kept as younger than the claim TTL.
 	OrphanClaims     []File `json:"orphan_claims"`
-	OrphanClaimsKept int    `json:"orphan_claims_kept"`
+	OrphanClaimsKept int    `json:"orphan_claims_kept"` // orphan claims younger than the claim TTL, kept
 }
 
 // MarshalJSON encodes r with [] for every empty list.
@@ -191,6 +191,7 @@ func Run(ctx context.Context, s store.Store, cat *catalog.Catalog, table string,
 
 // RunWithRecover is Run with explicit options for the recovery.Recover it runs first
 // (MinAge: only sidecars older than that are resolved; default recovery.DefaultMinAge).
+// Errors: as Run.
 func RunWithRecover(ctx context.Context, s store.Store, cat *catalog.Catalog, table string, p Policy, ro recovery.Options) (Report, error) {
 	p = p.withDefaults()
 	rep := Report{DryRun: p.DryRun}

@@ -63,8 +63,8 @@ func (p Policy) withDefaults() Policy {
 
 // Stamp is what retention needs to know about one version.
 type Stamp struct {
-	Version   uint64
-	Timestamp int64 // when it was committed (Manifest.Committed, else Transaction.Timestamp), Unix nanoseconds
+	Version   uint64 // the version number
+	Timestamp int64  // when it was committed (Manifest.Committed, else Transaction.Timestamp), Unix nanoseconds
 }
 
 // Bounds are the versions retention must keep whatever the policy says.
@@ -78,7 +78,7 @@ type Bounds struct {
 	// LowWatermark, when HasLow, is the lowest version a live hold needs; it and
 	// everything above are kept.
 	LowWatermark uint64
-	HasLow       bool
+	HasLow       bool // LowWatermark is set (some hold is live)
 }
 
 // Floor returns the lowest version to keep: every version >= Floor is retained, every

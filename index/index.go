@@ -74,7 +74,7 @@ func Supported(kind string, t arrow.DataType) error {
 }
 
 // FilterStats adapts a stored column statistic to filter pruning (filter.ColumnStats).
-func FilterStats(s fragment.ColumnStats) filter.ColumnStats {
+func FilterStats(s manifest.ColumnStats) filter.ColumnStats {
 	cs := filter.ColumnStats{NullCount: s.NullCount}
 	lo, okLo := statValue(s.Min)
 	hi, okHi := statValue(s.Max)

@@ -95,15 +95,17 @@ var ErrLandedExpired = errors.New("transaction committed in a version since expi
 
 // ExpiredLandingError reports where an expired earlier attempt of the transaction landed.
 type ExpiredLandingError struct {
-	Table   string
-	Version uint64
-	TxnID   string
+	Table   string // the table
+	Version uint64 // the expired version the transaction committed as
+	TxnID   string // the transaction's id
 }
 
+// Error names the table, the transaction and the version.
 func (e *ExpiredLandingError) Error() string {
 	return fmt.Sprintf("table %q: transaction %s committed as version %d, which garbage collection has since expired", e.Table, e.TxnID, e.Version)
 }
 
+// Unwrap returns ErrLandedExpired.
 func (e *ExpiredLandingError) Unwrap() error { return ErrLandedExpired }
 
 // ErrDuplicate: a transaction with the same idempotency key committed already (another
@@ -113,16 +115,18 @@ var ErrDuplicate = errors.New("a write with this idempotency key committed alrea
 
 // DuplicateError reports the version that committed a write's idempotency key.
 type DuplicateError struct {
-	Table   string
-	Key     string
-	Version uint64
+	Table   string // the table
+	Key     string // the idempotency key
+	Version uint64 // the version that committed it
 	TxnID   string // the transaction that committed the key
 }
 
+// Error names the table, the key, the version and the transaction.
 func (e *DuplicateError) Error() string {
 	return fmt.Sprintf("table %q: idempotency key %q was committed as version %d by transaction %s", e.Table, e.Key, e.Version, e.TxnID)
 }
 
+// Unwrap returns ErrDuplicate.
 func (e *DuplicateError) Unwrap() error { return ErrDuplicate }
 
 // Commit commits txn to table as the next version and returns the committed manifest.

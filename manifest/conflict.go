@@ -22,6 +22,7 @@ const (
 	Incompatible
 )
 
+// String returns "compatible", "rebase", "retryable conflict" or "incompatible".
 func (r Resolution) String() string {
 	switch r {
 	case Compatible:
@@ -66,11 +67,13 @@ var (
 // that was dropped), or a version that belongs to an incarnation a drop ended. It matches
 // ErrTableDropped and ErrTableNotFound.
 type DroppedError struct {
-	Table   string
+	Table   string // the table
 	Version uint64 // the drop marker's version (0 when not known)
 	Detail  string // what was found, when more than the marker
 }
 
+// Error reads "table <name> not found: the table was dropped", with the marker's version
+// and the detail when known.
 func (e *DroppedError) Error() string {
 	s := fmt.Sprintf("table %q not found: %v", e.Table, ErrTableDropped)
 	if e.Version != 0 {
@@ -82,21 +85,24 @@ func (e *DroppedError) Error() string {
 	return s
 }
 
+// Unwrap returns ErrTableDropped and ErrTableNotFound: a dropped table is not found.
 func (e *DroppedError) Unwrap() []error { return []error{ErrTableDropped, ErrTableNotFound} }
 
 // ConflictError reports that our transaction cannot commit on top of a transaction
 // committed after our read version. It names both transactions and the fragments they
 // share.
 type ConflictError struct {
-	Table         string
-	Resolution    Resolution // Retryable or Incompatible
-	Ours          Transaction
-	Theirs        Transaction
-	TheirsVersion uint64
-	Fragments     []uint32 // fragments both touch; empty when the conflict is table-wide
-	Reason        string
+	Table         string      // the table
+	Resolution    Resolution  // Retryable or Incompatible
+	Ours          Transaction // the transaction that could not commit
+	Theirs        Transaction // the committed one it conflicts with (zero ID when only an old tombstone remains)
+	TheirsVersion uint64      // the version Theirs committed as
+	Fragments     []uint32    // fragments both touch; empty when the conflict is table-wide
+	Reason        string      // why, in words (for instance "the table already exists")
 }
 
+// Error names the table, the resolution, both transactions, Theirs' version and the
+// shared fragments.
 func (e *ConflictError) Error() string {
 	var s string
 	if e.Theirs.ID == "" { // no readable transaction on the other side (an expired version)

@@ -2,6 +2,15 @@
 // binary encoding, the object names under _versions/ and _txn/, the transactions a version
 // applies, the conflict rules between transactions, and the commit loop.
 //
+// A program using the engine needs this package for its vocabulary, not its machinery:
+// the errors a write can return (ErrConflict with *ConflictError, ErrTxnAborted,
+// ErrTableDropped, ErrDuplicate, ErrTableNotFound, ErrVersionNotFound, ErrCorrupt), the
+// Transaction an engine.UnknownError carries, and the Manifest a Table handle describes
+// (Fragments, their DataFiles and statistics). Load, LoadHead and Versions read versions
+// of a table directly from a store; Commit and Check are the commit loop and the conflict
+// rules the engine runs. Functions that read the store cost the requests their comments
+// state and are safe for concurrent use.
+//
 // Layout (DESIGN §2), keys relative to the store root:
 //
 //	<table>/_versions/<inv>.manifest   immutable; inv = 20-digit MaxUint64-N, so the first LIST entry is HEAD

@@ -22,7 +22,7 @@ import (
 
 // TableHead is one table as a listing of the store shows it.
 type TableHead struct {
-	Table string
+	Table string // the table name (its top-level prefix in the store)
 	// Head is the highest version with an object under _versions/.
 	Head uint64
 	// Dropped: HEAD is a drop marker (the table was dropped).
@@ -33,7 +33,8 @@ type TableHead struct {
 
 // ListTables lists the top-level directories of a store that hold a manifest, in name
 // order, with each one's HEAD and whether it is a drop marker: one LIST of the store plus
-// one GET per table (see HeadsOf).
+// one GET per table (see HeadsOf). Errors: store errors other than not found; a HEAD that
+// cannot be decoded counts as not dropped rather than failing the listing.
 func ListTables(ctx context.Context, s store.Store) ([]TableHead, error) {
 	objs, err := s.List(ctx, "", 0)
 	if err != nil {

@@ -110,7 +110,7 @@ func unframe(magic [4]byte, b []byte, v any) error {
 // Frame encodes v (CBOR, core deterministic) inside the frame every metadata object of a
 // table uses (magic | format | length | body | CRC32C), for objects other packages own
 // (index lookups, zone maps). magic names the object kind and must differ from every
-// other kind's.
+// other kind's. Errors: v does not encode as CBOR.
 func Frame(magic [4]byte, v any) ([]byte, error) { return frame(magic, v) }
 
 // Unframe checks a frame written by Frame and decodes its body into v. Errors wrap

@@ -88,7 +88,7 @@ func decodeTombstone(table string, v uint64, key string, b []byte) (*tombstone, 
 // Record is what one version number holds: the manifest of a retained version, or what
 // the tombstone of an expired one keeps.
 type Record struct {
-	Version uint64
+	Version uint64 // the version number
 	// Manifest is nil when the version expired.
 	Manifest *Manifest
 	// TxnID is the id of the transaction the version applied (always set).

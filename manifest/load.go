@@ -100,7 +100,7 @@ func Versions(ctx context.Context, s store.Store, table string) ([]uint64, error
 
 // Tables lists the tables in a store: the top-level directories that hold a _versions/,
 // except those whose HEAD is a drop marker (dropped tables). One LIST of the store plus
-// one GET per table (ListTables).
+// one GET per table (ListTables), in name order. Errors: as ListTables.
 func Tables(ctx context.Context, s store.Store) ([]string, error) {
 	heads, err := ListTables(ctx, s)
 	if err != nil {

@@ -5,15 +5,17 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-
-	"github.com/shale-db/shale/internal/fragment"
 )
 
 // Manifest describes a table at one version. It is immutable once committed.
+//
+// Concurrency: a *Manifest returned by Load, LoadHead, Commit or a Table handle is
+// decoded whole (its schema included) and then only read, so any number of goroutines may
+// read it; never modify one that something else holds (Build works on a copy).
 type Manifest struct {
-	Table   string
-	Version uint64
-	Schema  Schema
+	Table   string // the table name
+	Version uint64 // the version number, from 1 (the Create)
+	Schema  Schema // the table schema at this version, with field ids
 	// Fragments in table order. Fragment ids are unique within the table's history.
 	Fragments []Fragment
 	// NextFragmentID is the id the next new fragment gets.
@@ -34,7 +36,7 @@ type Manifest struct {
 
 	// Txn is the transaction that produced this version; TxnKey is where its record lives.
 	Txn    Transaction
-	TxnKey string
+	TxnKey string // <table>/_txn/<version>-<txn-id>.txn (KeyTxn)
 	// Committed is when this version was built for the commit attempt that created it
 	// (Unix nanoseconds; 0 in manifests written before it existed). Txn.Timestamp is when
 	// the transaction was planned, which can be much earlier for a long write.
@@ -60,9 +62,9 @@ type Manifest struct {
 
 // IdempotencyRecord is one remembered keyed write.
 type IdempotencyRecord struct {
-	Key     string `cbor:"1,keyasint"`
-	Version uint64 `cbor:"2,keyasint"`
-	TxnID   string `cbor:"3,keyasint"`
+	Key     string `cbor:"1,keyasint"` // the write's idempotency key
+	Version uint64 `cbor:"2,keyasint"` // the version that committed it
+	TxnID   string `cbor:"3,keyasint"` // the transaction that committed it
 }
 
 // ConfigIdempotencyKeys is the table configuration key bounding how many idempotency keys
@@ -121,15 +123,15 @@ func (m *Manifest) ContentVersion() uint64 {
 // columns, plus an optional deletion vector. Row offsets run 0..PhysicalRows-1; a row's
 // address is ID<<32 | offset.
 type Fragment struct {
-	ID           uint32              `cbor:"1,keyasint,omitempty"`
-	Files        []fragment.DataFile `cbor:"2,keyasint,omitempty"`
-	PhysicalRows int64               `cbor:"3,keyasint,omitempty"`
-	Deletion     *DeletionFile       `cbor:"4,keyasint,omitempty"`
+	ID           uint32        `cbor:"1,keyasint,omitempty"` // unique within the table's history (Manifest.NextFragmentID)
+	Files        []DataFile    `cbor:"2,keyasint,omitempty"` // the data files: same rows, disjoint columns (one today)
+	PhysicalRows int64         `cbor:"3,keyasint,omitempty"` // rows stored, deleted ones included
+	Deletion     *DeletionFile `cbor:"4,keyasint,omitempty"` // nil: no row deleted
 }
 
 // DeletionFile names a fragment's deletion vector: a roaring bitmap of deleted row offsets.
 type DeletionFile struct {
-	Key     string `cbor:"1,keyasint,omitempty"`
+	Key     string `cbor:"1,keyasint,omitempty"` // <table>/_deletions/<txn-id>/<fragment>-<random>.dv (NewDeletionKey)
 	Size    int64  `cbor:"2,keyasint,omitempty"` // bytes
 	Deleted int64  `cbor:"3,keyasint,omitempty"` // number of deleted rows (the bitmap's cardinality)
 }
@@ -175,7 +177,8 @@ func (m *Manifest) Dropped() bool { return m.Txn.Op.Kind == OpDrop }
 // Key is the object key of this manifest.
 func (m *Manifest) Key() string { return ManifestKey(m.Table, m.Version) }
 
-// Encode returns the manifest's framed binary encoding.
+// Encode returns the manifest's framed binary encoding (see Frame): what Commit stores at
+// Key. Errors: a field that does not encode as CBOR.
 func (m *Manifest) Encode() ([]byte, error) {
 	b, err := frame(magicManifest, m)
 	if err != nil {
@@ -227,14 +230,17 @@ func (m *Manifest) renumbered(v uint64) *Manifest {
 	return c
 }
 
-// ObjectError is an error about one stored object of a table.
+// ObjectError is an error about one stored object of a table: a manifest, a tombstone or
+// a transaction record that is missing (ErrVersionNotFound, ErrVersionExpired), corrupt
+// (ErrCorrupt) or of another format (ErrFormatTooNew, ErrFormatTooOld).
 type ObjectError struct {
-	Table   string
+	Table   string // the table
 	Version uint64 // 0 when not about one version
-	Key     string
-	Err     error
+	Key     string // the object key
+	Err     error  // the class (one of the sentinels above), wrapped with detail
 }
 
+// Error names the table, the version when set, the key and the cause.
 func (e *ObjectError) Error() string {
 	if e.Version == 0 {
 		return fmt.Sprintf("table %q, object %s: %v", e.Table, e.Key, e.Err)
@@ -242,4 +248,5 @@ func (e *ObjectError) Error() string {
 	return fmt.Sprintf("table %q version %d, object %s: %v", e.Table, e.Version, e.Key, e.Err)
 }
 
+// Unwrap returns Err.
 func (e *ObjectError) Unwrap() error { return e.Err }

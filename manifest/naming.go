@@ -71,7 +71,8 @@ func TxnKey(table string, v uint64, id string) string {
 	return fmt.Sprintf("%s%d-%s.txn", TxnDir(table), v, id)
 }
 
-// ParseManifestKey returns the version a manifest key names.
+// ParseManifestKey returns the version a manifest key of table names (the inverse of
+// ManifestKey). Errors: the key is not under table's _versions/ or is malformed.
 func ParseManifestKey(table, key string) (uint64, error) {
 	name, ok := strings.CutPrefix(key, VersionsDir(table))
 	if !ok {

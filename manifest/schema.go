@@ -12,13 +12,14 @@ import (
 // IPC stream holding only the schema message, so any Arrow implementation can read it.
 // FieldIDs[i] is the id of top-level field i; ids are never reused after a field is dropped.
 type Schema struct {
-	IPC      []byte
-	FieldIDs []int32
+	IPC      []byte  // an Arrow IPC stream of the schema message alone (Arrow decodes it)
+	FieldIDs []int32 // FieldIDs[i] is the id of top-level field i
 
 	arrow *arrow.Schema // decoded IPC, cached
 }
 
 // NewSchema encodes s, giving its fields the ids ids (len(ids) must equal s.NumFields()).
+// Errors: a length mismatch, or a schema Arrow IPC cannot encode.
 func NewSchema(s *arrow.Schema, ids []int32) (Schema, error) {
 	if len(ids) != s.NumFields() {
 		return Schema{}, fmt.Errorf("schema has %d fields but %d field ids", s.NumFields(), len(ids))
@@ -31,7 +32,9 @@ func NewSchema(s *arrow.Schema, ids []int32) (Schema, error) {
 	return Schema{IPC: buf.Bytes(), FieldIDs: append([]int32(nil), ids...), arrow: s}, nil
 }
 
-// Arrow returns the decoded Arrow schema.
+// Arrow returns the decoded Arrow schema (decoded once; manifests read from a store are
+// decoded when they are loaded). Errors: ErrCorrupt when IPC does not decode or its field
+// count differs from FieldIDs.
 func (s *Schema) Arrow() (*arrow.Schema, error) {
 	if s.arrow != nil {
 		return s.arrow, nil

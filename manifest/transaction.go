@@ -58,10 +58,10 @@ func (k OpKind) Maintenance() bool {
 // minted before the first attempt and kept across retries, so a retry after an unknown
 // outcome commits at most once.
 type Transaction struct {
-	ID          string
-	ReadVersion uint64
-	Timestamp   int64 // Unix nanoseconds when the transaction was planned
-	Op          Operation
+	ID          string    // a ULID minted before the first attempt (NewTransactionID)
+	ReadVersion uint64    // the version the operation was planned on; conflicts are checked from ReadVersion+1
+	Timestamp   int64     // Unix nanoseconds when the transaction was planned
+	Op          Operation // what the transaction does
 	// IdempotencyKey, when set, names the write across retries by different transactions
 	// (a client that crashed and runs the same import again), as Delta's application
 	// transactions do: a table commits at most one transaction per key among the keys it
@@ -91,24 +91,24 @@ const MaxIdempotencyKeyLen = 256
 //	Abort:             Aborted (transaction ids fenced off)
 //	Drop:              nothing (the version it builds is empty: the drop marker)
 type Operation struct {
-	Kind           OpKind
-	Schema         *Schema           `cbor:",omitempty"`
-	NewFragments   []Fragment        `cbor:",omitempty"`
-	Config         map[string]string `cbor:",omitempty"`
-	ConfigDeletes  []string          `cbor:",omitempty"`
-	Deletions      []DeletionUpdate  `cbor:",omitempty"`
-	Removed        []uint32          `cbor:",omitempty"`
-	Predicate      string            `cbor:",omitempty"`
-	UpdatedFields  []int32           `cbor:",omitempty"`
-	SchemaDelta    *SchemaDelta      `cbor:",omitempty"`
-	Groups         []RewriteGroup    `cbor:",omitempty"`
-	NewIndexes     []Index           `cbor:",omitempty"`
-	RemovedIndexes []string          `cbor:",omitempty"`
+	Kind           OpKind            // which operation; decides which fields below are set
+	Schema         *Schema           `cbor:",omitempty"` // the new schema (Create, Overwrite, SchemaChange)
+	NewFragments   []Fragment        `cbor:",omitempty"` // fragments added; ids are assigned when the version is built
+	Config         map[string]string `cbor:",omitempty"` // configuration set (UpdateConfig: upserts; Create, Overwrite: the whole map)
+	ConfigDeletes  []string          `cbor:",omitempty"` // configuration keys deleted (UpdateConfig)
+	Deletions      []DeletionUpdate  `cbor:",omitempty"` // fragments whose deletion vector changes (Delete, Update)
+	Removed        []uint32          `cbor:",omitempty"` // fragments removed whole: every row deleted (Delete, Update)
+	Predicate      string            `cbor:",omitempty"` // the WHERE expression (Delete, Update), for humans and repair
+	UpdatedFields  []int32           `cbor:",omitempty"` // field ids an Update assigned
+	SchemaDelta    *SchemaDelta      `cbor:",omitempty"` // field ids a SchemaChange added, dropped or renamed
+	Groups         []RewriteGroup    `cbor:",omitempty"` // old fragments → new fragments (Rewrite)
+	NewIndexes     []Index           `cbor:",omitempty"` // index segments added (CreateIndex, Rewrite)
+	RemovedIndexes []string          `cbor:",omitempty"` // index names dropped (CreateIndex)
 	// IndexReplaces are uuids of index segments the operation removes (a merge of a
 	// BTree's delta segments into one).
 	IndexReplaces []string  `cbor:",omitempty"`
-	WAL           *WALMerge `cbor:",omitempty"`
-	Aborted       []string  `cbor:",omitempty"`
+	WAL           *WALMerge `cbor:",omitempty"` // the shard and generations merged (MergeWAL)
+	Aborted       []string  `cbor:",omitempty"` // transaction ids fenced off (Abort): none of them can commit after it
 	// Group marks one member of a multi-table transaction: the version counts only if the
 	// group commits (see manifest/catalog group keys).
 	Group *GroupRef `cbor:",omitempty"`
@@ -121,14 +121,14 @@ type Operation struct {
 
 // SchemaDelta says which field ids a SchemaChange added, dropped or renamed.
 type SchemaDelta struct {
-	Added, Dropped, Renamed []int32 `cbor:",omitempty"`
+	Added, Dropped, Renamed []int32 `cbor:",omitempty"` // field ids
 }
 
 // RewriteGroup replaces the fragments Old (ids) by New (rows in the same order, deleted
 // rows dropped). New fragments get ids when the version is built.
 type RewriteGroup struct {
-	Old []uint32
-	New []Fragment `cbor:",omitempty"`
+	Old []uint32   // ids of the fragments replaced, in table order
+	New []Fragment `cbor:",omitempty"` // their live rows, in the same order
 }
 
 // Index describes one segment of a scalar index: which fields it indexes, which
@@ -136,10 +136,10 @@ type RewriteGroup struct {
 // live. An index (a name) has one or more segments of the same kind and fields covering
 // disjoint fragments: a full build, plus deltas built over fragments appended since.
 type Index struct {
-	Name      string
-	UUID      string
-	Kind      string // "btree" or "zonemap"
-	FieldIDs  []int32
+	Name      string   // the index name; a name's segments share Kind and FieldIDs
+	UUID      string   // this segment's id: its objects live under <table>/_indices/<txn-id>/<uuid>/
+	Kind      string   // "btree" or "zonemap"
+	FieldIDs  []int32  // the indexed fields' ids
 	Fragments []uint32 // fragment ids covered (fragments removed since are pruned by Build)
 	Version   uint64   // the table version it was built from
 	// Files are its objects: a BTree's lookup then its pages file; a zone map's object.
@@ -147,29 +147,29 @@ type Index struct {
 	// Rows is the number of rows indexed (deleted rows included: deletion vectors are
 	// applied when a query reads them); Bytes the size of its objects.
 	Rows  int64 `cbor:",omitempty"`
-	Bytes int64 `cbor:",omitempty"`
+	Bytes int64 `cbor:",omitempty"` // bytes of Files
 }
 
 // GroupRef names the multi-table transaction a version belongs to and its member tables.
 type GroupRef struct {
-	ID     string
-	Tables []string
+	ID     string   // the group id: its state lives in the catalog (catalog.GroupState)
+	Tables []string // every member table, sorted
 }
 
 // WALMerge merges generations (From, To] of a WAL shard into the base table: the table's
 // merged watermark for Shard must be From when the version is built, and becomes To.
 type WALMerge struct {
-	Shard    string
-	From, To uint64
+	Shard    string // the WAL shard
+	From, To uint64 // generations: the merged watermark before and after
 }
 
 // DeletionUpdate gives fragment FragmentID a new deletion vector. Previous is the key of
 // the deletion vector it replaces ("" = none), as read at the transaction's read version:
 // the new vector contains every row the previous one did.
 type DeletionUpdate struct {
-	FragmentID uint32
-	Previous   string
-	New        DeletionFile
+	FragmentID uint32       // the fragment
+	Previous   string       // key of the vector replaced, "" for none
+	New        DeletionFile // the new vector (old ∪ newly deleted rows)
 }
 
 // NewTransactionID mints a transaction id (a ULID: sortable by creation time).
@@ -242,12 +242,15 @@ type txnRecord struct {
 	Txn     Transaction
 }
 
-// EncodeTransaction frames the record of txn attempted as version v of table.
+// EncodeTransaction frames the record of txn attempted as version v of table, as stored at
+// TxnKey. Errors: a field that does not encode as CBOR.
 func EncodeTransaction(table string, v uint64, txn Transaction) ([]byte, error) {
 	return frame(magicTxn, txnRecord{Table: table, Version: v, Txn: txn})
 }
 
-// DecodeTransaction decodes a transaction record read from key.
+// DecodeTransaction decodes a transaction record read from key and returns the version it
+// was attempted as and the transaction. Errors: *ObjectError wrapping ErrCorrupt,
+// ErrFormatTooNew or ErrFormatTooOld.
 func DecodeTransaction(table, key string, b []byte) (uint64, Transaction, error) {
 	var r txnRecord
 	if err := unframe(magicTxn, b, &r); err != nil {

@@ -71,25 +71,25 @@ const (
 
 // Outcome is what Recover did with one sidecar.
 type Outcome struct {
-	Key       string `json:"key"`
-	Operation string `json:"operation"`
-	Table     string `json:"table,omitempty"`
-	Action    string `json:"action"`
+	Key       string `json:"key"`                 // the sidecar's key: _recovery/<operation>.json
+	Operation string `json:"operation"`           // the operation id
+	Table     string `json:"table,omitempty"`     // its table ("" when the sidecar could not be read)
+	Action    string `json:"action"`              // what was done: one of the actions above
 	Version   uint64 `json:"version,omitempty"`   // the version the operation committed (roll forward)
 	Published uint64 `json:"published,omitempty"` // the table's published version afterwards (0: unknown or no catalog)
 	// Fence (roll back): the abort version that fences the operation's transactions, so
 	// none of them can commit after its files are deleted (0: table dropped).
 	Fence        uint64   `json:"fence,omitempty"`
-	DeletedFiles []string `json:"deleted_files,omitempty"`
+	DeletedFiles []string `json:"deleted_files,omitempty"` // keys of the files a roll back deleted
 	// SidecarKept (RollForward only): the version is published but earlier attempts left
 	// files no version references; the sidecar stays so that Recover deletes them.
 	SidecarKept bool   `json:"sidecar_kept,omitempty"`
-	Err         string `json:"error,omitempty"`
+	Err         string `json:"error,omitempty"` // why Action is Failed, in words
 }
 
 // Report lists one Outcome per sidecar examined, oldest first.
 type Report struct {
-	Outcomes []Outcome `json:"outcomes"`
+	Outcomes []Outcome `json:"outcomes"` // one per sidecar, oldest first
 }
 
 // Pending returns the keys of the sidecars of table ("" = every table) in the store,

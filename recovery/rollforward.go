@@ -66,9 +66,9 @@ func flatten(err error) []error {
 // Keyed is a pending sidecar as stored at Key; Err is set (and Sidecar partial) when it
 // cannot be read or decoded.
 type Keyed struct {
-	Key     string
-	Sidecar Sidecar
-	Err     error
+	Key     string  // the sidecar's key
+	Sidecar Sidecar // the decoded sidecar (partial when Err is set)
+	Err     error   // why it could not be read or decoded (ErrCorrupt, ErrNewerFormat, ErrUnknownKind, store errors)
 }
 
 // PendingSidecars returns the sidecars of table ("" = every table) decoded, oldest

@@ -10,6 +10,11 @@
 //
 // The import direction is recovery → compaction: compaction defines the Sidecars
 // interface and the Intent it records; Sidecars here implements it.
+//
+// Where to start: a program that compacts sets engine.Options.BeforeFirstWrite to
+// Hook(Options{}) and compacts through Enable(compaction.New(db)); an operator's tool runs
+// Recover (the `shale recover` command) and reads its Report. Recover is safe to run
+// concurrently with writers, compactions and other Recovers, in any process.
 package recovery
 
 import (
@@ -53,20 +58,20 @@ var (
 // Every data file an attempt writes has a key starting with its data_prefix; every
 // version the operation may commit carries one of the attempts' txn_id.
 type Sidecar struct {
-	Format           int       `json:"format"`
-	Kind             string    `json:"kind"`
-	OperationID      string    `json:"operation_id"`
-	Table            string    `json:"table"`
-	Created          time.Time `json:"created"`
-	PublishedAtStart uint64    `json:"published_at_start"`
-	Attempts         []Attempt `json:"attempts"`
+	Format           int       `json:"format"`             // the sidecar format (Format); a newer one is refused
+	Kind             string    `json:"kind"`               // the operation kind: KindCompaction
+	OperationID      string    `json:"operation_id"`       // the run's id; also its catalog hold id and its key (Key)
+	Table            string    `json:"table"`              // the table the operation works on
+	Created          time.Time `json:"created"`            // when the run began (MinAge is measured from it)
+	PublishedAtStart uint64    `json:"published_at_start"` // the published version when the run began
+	Attempts         []Attempt `json:"attempts"`           // every attempt so far, oldest first
 }
 
 // Attempt is one attempt of the operation (see compaction.Attempt).
 type Attempt struct {
-	TxnID       string `json:"txn_id"`
-	ReadVersion uint64 `json:"read_version"`
-	DataPrefix  string `json:"data_prefix"`
+	TxnID       string `json:"txn_id"`       // the pre-minted transaction id the attempt may commit
+	ReadVersion uint64 `json:"read_version"` // the version it was planned on
+	DataPrefix  string `json:"data_prefix"`  // <table>/data/<txn-id>/: every data file it writes is below it
 	// Rejected: the run saw this attempt's commit end in a conflict (a decision: it never
 	// commits), so a roll back deletes its files without fencing it.
 	Rejected bool `json:"rejected,omitempty"`
@@ -124,7 +129,7 @@ func Decode(b []byte) (Sidecar, error) {
 
 // Sidecars stores compaction sidecars in a store; it implements compaction.Sidecars.
 type Sidecars struct {
-	Store store.Store
+	Store store.Store // the table's store, where sidecars live under Dir
 	// Catalog publishes the abort version a Disarm may need (nil: a bare store).
 	Catalog *catalog.Catalog
 }

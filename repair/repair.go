@@ -9,6 +9,9 @@
 // only when asked to: maintenance-only drift with Confirm, logical drift with Confirm and
 // Force, sidecar-covered drift never. Repair never writes, rewrites or deletes data or
 // manifests; its only write is the catalog pointer.
+//
+// Where to start: Inspect(ctx, st, db.Catalog(), table) previews a table's drift as a
+// Plan; Repair with Options{Confirm: true} (and Force for logical drift) publishes it.
 package repair
 
 import (
@@ -67,10 +70,10 @@ const (
 
 // Version is one drifting version.
 type Version struct {
-	Version   uint64          `json:"version"`
-	TxnID     string          `json:"txn_id"`
-	Kind      manifest.OpKind `json:"kind"`
-	Class     Class           `json:"class"`
+	Version   uint64          `json:"version"`           // the version number
+	TxnID     string          `json:"txn_id"`            // the transaction that committed it
+	Kind      manifest.OpKind `json:"kind"`              // what the transaction did
+	Class     Class           `json:"class"`             // Maintenance, Logical or Aborted
 	Committed time.Time       `json:"planned_at"`        // the transaction's timestamp
 	Sidecar   string          `json:"sidecar,omitempty"` // the pending sidecar naming it
 	Group     string          `json:"group,omitempty"`   // the multi-table group it belongs to
@@ -80,14 +83,14 @@ type Version struct {
 
 // Plan is a table's drift, classified.
 type Plan struct {
-	Table     string    `json:"table"`
-	Published uint64    `json:"published"` // 0: never published
-	Head      uint64    `json:"head"`
+	Table     string    `json:"table"`              // the table inspected
+	Published uint64    `json:"published"`          // 0: never published
+	Head      uint64    `json:"head"`               // the highest version in the store
 	Versions  []Version `json:"versions,omitempty"` // published+1 … HEAD, ascending
 	// Target is the version a publish would move the pointer to: the highest drifting
 	// version that is not an aborted group member (0: none).
 	Target   uint64   `json:"target,omitempty"`
-	Decision Decision `json:"decision"`
+	Decision Decision `json:"decision"` // what Repair may do, by Classify's rules
 	// Unreadable lists sidecars that could not be read; they may name any version.
 	Unreadable []string `json:"unreadable_sidecars,omitempty"`
 }

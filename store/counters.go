@@ -75,9 +75,9 @@ func (c *Counters) snapshot() Requests {
 
 // Requests is a point-in-time copy of a Store's counters.
 type Requests struct {
-	ByOp         map[Op]int64
-	BytesRead    int64
-	BytesWritten int64
+	ByOp         map[Op]int64 // request attempts per kind (absent: none)
+	BytesRead    int64        // object bytes received by Get and GetRange (and put-if-absent read-backs)
+	BytesWritten int64        // object bytes stored by Put and PutIfAbsent attempts that succeeded
 }
 
 // Total is the number of requests of every kind.

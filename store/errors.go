@@ -46,13 +46,14 @@ var (
 // removed), the object key (or the listed prefix), the class (one of the Err* values
 // above) and the cause. Its message names the store and the key.
 type Error struct {
-	Op    Op
-	Store string
-	Key   string
-	Class error
-	Err   error
+	Op    Op     // the request that failed (OpOpen for Open's own failures)
+	Store string // the store URL with credentials removed (Store.URL)
+	Key   string // the object key, or the listed prefix for OpList
+	Class error  // exactly one of ErrNotFound, ErrPreconditionFailed, ErrTransient, ErrPermanent, ErrOutcomeUnknown, ErrPreconditionsIgnored
+	Err   error  // the driver's error, or nil
 }
 
+// Error returns "<op> <key> (store <url>): <class>: <cause>".
 func (e *Error) Error() string {
 	if e.Op == OpOpen && e.Key == "" {
 		if e.Err == nil {

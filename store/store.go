@@ -1,7 +1,13 @@
-// Package objstore is Shale's object-store layer: a gocloud.dev/blob bucket plus prefix,
+// Package store is Shale's object-store layer: a gocloud.dev/blob bucket plus prefix,
 // opened from a URL (file://, mem://, s3://, gs://), with exact put-if-absent across OS
 // processes on every store, range reads, classified errors and per-operation request
 // counters.
+//
+// Start with Open, which returns a Store for a URL; hand the Store to engine.Open. Branch
+// on failures with errors.Is and the classes ErrNotFound, ErrPreconditionFailed,
+// ErrTransient, ErrPermanent and ErrOutcomeUnknown; errors.As with *Error gives the
+// operation, the store and the key. A Store is safe for concurrent use by any number of
+// goroutines, and any number of processes may open the same store.
 //
 // Contracts:
 //   - PutIfAbsent has exactly one winner per key across processes, among writers of
@@ -47,9 +53,9 @@ import (
 
 // ObjectInfo describes one stored object.
 type ObjectInfo struct {
-	Key     string
-	Size    int64 // bytes
-	ModTime time.Time
+	Key     string    // relative to the store's prefix, as passed to Get
+	Size    int64     // bytes
+	ModTime time.Time // when the object was written, as the store reports it (its clock, not ours)
 }
 
 // Store is a bucket plus prefix. Keys are relative to the prefix, use '/' separators and
@@ -88,6 +94,8 @@ type Store interface {
 	Counters() *Counters
 	// URL is the store URL with any credentials removed; errors name the store by it.
 	URL() string
+	// Close releases the bucket (connections, file handles). Calls made after Close
+	// fail; close a store only once no goroutine uses it.
 	Close() error
 }
 
@@ -233,6 +241,7 @@ func ProbePreconditions(ctx context.Context, s Store) error {
 // If-None-Match on PutObject but not on CompleteMultipartUpload (the small probe cannot).
 // It uploads about 32 MiB and reads back 16 MiB. Open runs it through
 // CheckLargePreconditions once per store (see Options.SkipLargeProbe).
+// Errors: ErrPreconditionsIgnored, or the store error of a probe request.
 func ProbeLargePreconditions(ctx context.Context, s Store) error {
 	first := make([]byte, LargeProbeSize)
 	second := make([]byte, LargeProbeSize)

@@ -8,4 +8,7 @@
 // legal but worth knowing, such as aborted multi-table group versions or index coverage
 // of fragments compaction has since removed). A run that cannot proceed at all (the store
 // cannot be listed, etcd cannot be reached) returns an error instead.
+//
+// Where to start: All(ctx, st, db.Catalog(), Options{}) checks every table, Table one;
+// Report.Err is nil when nothing is wrong and wraps ErrFaults otherwise.
 package verify

@@ -22,7 +22,7 @@ type Options struct {
 
 // Fault is one broken object or invariant.
 type Fault struct {
-	Table   string `json:"table"`
+	Table   string `json:"table"`             // the table whose check found it
 	Version uint64 `json:"version,omitempty"` // the version whose check found it; 0 = not about one version
 	Key     string `json:"key,omitempty"`     // the object at fault (store key, or the etcd key of a pointer)
 	Problem string `json:"problem"`           // what is wrong, in words
@@ -33,6 +33,8 @@ type Fault struct {
 	Err  error  `json:"-"` // the underlying error when there is one (errors.Is/As work on it)
 }
 
+// String renders the fault on one line: "<table> v<version> <key> (<size> bytes): <problem>: <error>",
+// leaving out the parts that are unset.
 func (f Fault) String() string {
 	var b strings.Builder
 	b.WriteString(f.Table)
@@ -55,12 +57,13 @@ func (f Fault) String() string {
 
 // Note is a legal state worth reporting (not a fault).
 type Note struct {
-	Table   string `json:"table"`
-	Version uint64 `json:"version,omitempty"`
-	Key     string `json:"key,omitempty"`
-	Message string `json:"message"`
+	Table   string `json:"table"`             // the table checked
+	Version uint64 `json:"version,omitempty"` // the version it is about; 0 = none in particular
+	Key     string `json:"key,omitempty"`     // the object it is about, if any
+	Message string `json:"message"`           // what was seen, in words
 }
 
+// String renders the note on one line: "<table> v<version> <key>: <message>".
 func (n Note) String() string {
 	var b strings.Builder
 	b.WriteString(n.Table)
@@ -77,16 +80,16 @@ func (n Note) String() string {
 
 // TableSummary says what was checked for one table.
 type TableSummary struct {
-	Table     string `json:"table"`
-	Head      uint64 `json:"head"`
+	Table     string `json:"table"`     // the table checked
+	Head      uint64 `json:"head"`      // its highest version in the store
 	Published uint64 `json:"published"` // 0 when there is no pointer (or no catalog)
 	Versions  int    `json:"versions"`  // manifests of this incarnation present in the store
 	// IncarnationSince is the first version of HEAD's incarnation (the Create after a
 	// drop; 0 for tables of older builds). Versions below it are not checked.
 	IncarnationSince uint64   `json:"incarnation_since,omitempty"`
-	Deep             []uint64 `json:"deep_checked"` // versions whose data files and deletion vectors were read
-	DataFiles        int      `json:"data_files"`   // distinct data files read
-	Deletions        int      `json:"deletion_vectors"`
+	Deep             []uint64 `json:"deep_checked"`     // versions whose data files and deletion vectors were read
+	DataFiles        int      `json:"data_files"`       // distinct data files read
+	Deletions        int      `json:"deletion_vectors"` // distinct deletion vectors read
 	// Bytes is the size in the store of the data files and deletion vectors read,
 	// including those that failed their checks (a missing object counts 0).
 	Bytes int64 `json:"bytes"`
@@ -94,9 +97,9 @@ type TableSummary struct {
 
 // Report is the outcome of a verification run.
 type Report struct {
-	Tables []TableSummary `json:"tables"`
-	Faults []Fault        `json:"faults"`
-	Notes  []Note         `json:"notes"`
+	Tables []TableSummary `json:"tables"` // one per table checked, in name order
+	Faults []Fault        `json:"faults"` // everything broken; empty means OK
+	Notes  []Note         `json:"notes"`  // legal states worth knowing (drift, expired versions, aborted groups, …)
 }
 
 // OK reports whether no fault was found.

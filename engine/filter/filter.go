@@ -4,6 +4,12 @@
 // can hold a matching row. It also parses and evaluates value expressions
 // (ParseValue: the right-hand side of UPDATE … SET column = expression).
 //
+// Programs rarely call it directly: engine.ScanOptions.Filter, Table.Delete and
+// Table.Update take the expression as text and return this package's errors (ErrSyntax,
+// ErrUnknownColumn, ErrType, ErrUnsupported, ErrArithmetic) for errors.Is. Parse checks an
+// expression against a schema ahead of time; a bound *Expr is immutable and safe for
+// concurrent use.
+//
 // The language is the WHERE clause of MySQL as read by the TiDB parser:
 // comparisons (= != <> < <= > >=) between a column and a literal (either
 // order) or two columns, and between value expressions (a + b > 10,

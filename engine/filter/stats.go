@@ -15,9 +15,9 @@ import (
 // integer and float types are accepted where they convert exactly. Bounds of
 // the wrong type are ignored, which only makes pruning weaker.
 type ColumnStats struct {
-	NullCount int64
-	HasMinMax bool
-	Min, Max  any
+	NullCount int64 // null rows (exact)
+	HasMinMax bool  // Min and Max are set
+	Min, Max  any   // bounds of the non-null values, typed as above
 }
 
 // StatsFunc returns the statistics of a column by its schema name; ok=false

@@ -46,29 +46,29 @@ var magicLookup = [4]byte{'S', 'H', 'B', 'T'}
 // Lookup is the stored lookup of a BTree.
 type Lookup struct {
 	Type     []byte            `cbor:"1,keyasint"` // the indexed column's type: an Arrow IPC schema message of one field
-	PageRows int               `cbor:"2,keyasint"`
-	Rows     int64             `cbor:"3,keyasint"`
-	Pages    fragment.DataFile `cbor:"4,keyasint"` // the pages file; Batches[i] is page i with its statistics
+	PageRows int               `cbor:"2,keyasint"` // rows per page (every page but the last is full)
+	Rows     int64             `cbor:"3,keyasint"` // (value, address) pairs indexed: the covered fragments' physical rows
+	Pages    manifest.DataFile `cbor:"4,keyasint"` // the pages file; Batches[i] is page i with its statistics
 }
 
 // Chunk is a run of values with their row addresses (fragment id << 32 | row offset).
 type Chunk struct {
-	Values arrow.Array
-	Addrs  []uint64
+	Values arrow.Array // the indexed column's values (nulls allowed); Build does not retain or release it
+	Addrs  []uint64    // one row address per value, same length as Values
 }
 
 // BuildOptions tune Build. Zero values take the defaults.
 type BuildOptions struct {
-	PageRows  int // rows per page (DefaultPageRows)
-	Write     fragment.WriterOptions
-	Allocator memory.Allocator // default memory.DefaultAllocator
+	PageRows  int                   // rows per page (DefaultPageRows)
+	Write     manifest.WriteOptions // codec of the pages file (rows per batch and per file are set by Build)
+	Allocator memory.Allocator      // default memory.DefaultAllocator
 }
 
 // Built is what Build stored.
 type Built struct {
 	Files  []string // the lookup, then the pages file (none for no rows), keys relative to the store root
-	Lookup Lookup
-	Bytes  int64
+	Lookup Lookup   // the lookup as stored
+	Bytes  int64    // bytes stored: the lookup and the pages file
 }
 
 // Build sorts the values of chunks (field's type) with their row addresses and stores
@@ -207,7 +207,8 @@ func ReadLookup(ctx context.Context, s store.Store, key string) (Lookup, error) 
 	return lk, nil
 }
 
-// ValueType decodes the indexed column's type.
+// ValueType decodes the indexed column's type. Errors: manifest.ErrCorrupt when Type is
+// not a one-field Arrow IPC schema message.
 func (lk Lookup) ValueType() (arrow.DataType, error) {
 	sc := manifest.Schema{IPC: lk.Type, FieldIDs: []int32{0}}
 	a, err := sc.Arrow()
@@ -230,6 +231,7 @@ type Reader struct {
 }
 
 // NewReader returns a Reader of the BTree whose lookup is lk (from ReadLookup or Build).
+// It makes no request; mem nil means memory.DefaultAllocator. Errors: as ValueType.
 func NewReader(s store.Store, lk Lookup, mem memory.Allocator) (*Reader, error) {
 	typ, err := lk.ValueType()
 	if err != nil {
@@ -271,7 +273,7 @@ func (r *Reader) Pages(column string, cond *filter.Expr) []int {
 
 // Search returns the row addresses whose value satisfies cond, a condition on column
 // alone (filter.Expr.Implied), reading only the pages whose bounds may satisfy it.
-// Errors: corruption of the pages file (fragment.ErrCorrupt naming its key), store
+// Errors: corruption of the pages file (manifest.ErrCorrupt naming its key), store
 // errors, evaluation errors.
 func (r *Reader) Search(ctx context.Context, column string, cond *filter.Expr) (*roaring64.Bitmap, Stats, error) {
 	st := Stats{Pages: len(r.lk.Pages.Batches)}
@@ -344,7 +346,8 @@ func (r *Reader) readPage(fr *fragment.FileReader, p int) (arrow.RecordBatch, er
 	return rec, nil
 }
 
-// Close releases the cached pages file.
+// Close releases the cached pages file (no request). A search after Close reopens it.
+// Errors: none in practice (the reader's close error).
 func (r *Reader) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

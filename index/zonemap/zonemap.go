@@ -33,17 +33,17 @@ var magicZones = [4]byte{'S', 'H', 'Z', 'M'}
 
 // Zone is one zone of one fragment: rows Start .. Start+Rows-1 (offsets in the fragment).
 type Zone struct {
-	Fragment uint32                 `cbor:"1,keyasint"`
-	Start    uint32                 `cbor:"2,keyasint,omitempty"`
-	Rows     uint32                 `cbor:"3,keyasint"`
-	Stats    []fragment.ColumnStats `cbor:"4,keyasint"` // one per Map.FieldIDs, in that order
+	Fragment uint32                 `cbor:"1,keyasint"`           // the fragment id
+	Start    uint32                 `cbor:"2,keyasint,omitempty"` // first row offset of the zone
+	Rows     uint32                 `cbor:"3,keyasint"`           // rows in the zone (at most Map.ZoneRows)
+	Stats    []manifest.ColumnStats `cbor:"4,keyasint"`           // one per Map.FieldIDs, in that order
 }
 
 // Map is a stored zone map.
 type Map struct {
-	FieldIDs []int32 `cbor:"1,keyasint"`
-	ZoneRows int     `cbor:"2,keyasint"`
-	Zones    []Zone  `cbor:"3,keyasint"`
+	FieldIDs []int32 `cbor:"1,keyasint"` // the indexed columns' field ids
+	ZoneRows int     `cbor:"2,keyasint"` // rows per zone (DefaultZoneRows); a fragment's last zone may be shorter
+	Zones    []Zone  `cbor:"3,keyasint"` // every zone of the covered fragments
 }
 
 // Builder accumulates the zones of fragments, added in any order but each fragment's
@@ -130,7 +130,7 @@ func Read(ctx context.Context, s store.Store, key string) (Map, error) {
 
 // Stats describe one search.
 type Stats struct {
-	Zones, ZonesSkipped int
+	Zones, ZonesSkipped int   // zones of the fragments searched; of those, zones that cannot match
 	Rows                int64 // rows in the zones that may match
 }
 

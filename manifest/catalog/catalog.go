@@ -14,6 +14,12 @@
 // fast-forward) is in place. PublishMany applies several updates in one etcd transaction,
 // and Snapshot reads several pointers at one etcd revision, so a reader never sees half of
 // a multi-table publish.
+//
+// Where to start: engine.Open builds the Catalog a DB uses (engine.DB.Catalog returns it);
+// New builds one from an etcd client and a key prefix. Get reads a pointer, FastForward
+// and CompareAndSwap publish one, Snapshot reads several at one revision, and AcquireHold / Holds
+// manage the lease-backed holds that garbage collection respects. A Catalog is safe for
+// concurrent use.
 package catalog
 
 import (
@@ -55,6 +61,7 @@ const (
 	FastForwardExisting
 )
 
+// String returns "fast-forward", "compare-and-swap" or "fast-forward (existing pointer)".
 func (m Mode) String() string {
 	switch m {
 	case FastForward:
@@ -69,10 +76,10 @@ func (m Mode) String() string {
 
 // Update is one table's part of a PublishMany.
 type Update struct {
-	Table    string
-	Mode     Mode
-	Expected uint64 // CAS only: the version the pointer must be at; 0 = absent
-	Pointer  Pointer
+	Table    string  // the table
+	Mode     Mode    // how this pointer moves
+	Expected uint64  // CAS only: the version the pointer must be at; 0 = absent
+	Pointer  Pointer // the pointer to publish
 }
 
 // Catalog reads and publishes table pointers. It is safe for concurrent use.

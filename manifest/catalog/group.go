@@ -29,11 +29,12 @@ import (
 type GroupState int
 
 const (
-	GroupAborted GroupState = iota
-	GroupPending
-	GroupCommitted
+	GroupAborted   GroupState = iota // aborted, or its key is gone: its prepared versions count as empty
+	GroupPending                     // still being decided: readers and writers that meet it wait
+	GroupCommitted                   // committed: its prepared versions are part of their tables
 )
 
+// String returns "aborted", "pending" or "committed".
 func (s GroupState) String() string {
 	switch s {
 	case GroupPending:
@@ -90,7 +91,8 @@ func (c *Catalog) BeginGroup(ctx context.Context, id string, ttl time.Duration) 
 	return cancel, nil
 }
 
-// GroupState reads the state of group id (absent = aborted).
+// GroupState reads the state of group id (absent = aborted): one etcd read. Errors: as
+// *Error wrapping ErrEtcd.
 func (c *Catalog) GroupState(ctx context.Context, id string) (GroupState, error) {
 	return c.groupState(ctx, c.GroupKey(id))
 }
@@ -113,7 +115,8 @@ func (c *Catalog) groupState(ctx context.Context, key string) (GroupState, error
 }
 
 // AbortGroup aborts group id if it is still pending and returns the state that holds
-// afterwards (a committed group stays committed).
+// afterwards (a committed group stays committed): one etcd transaction comparing the
+// group key's value. Errors: as *Error wrapping ErrEtcd; the state is then unknown.
 func (c *Catalog) AbortGroup(ctx context.Context, id string) (GroupState, error) {
 	key := c.GroupKey(id)
 	r, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.Value(key), "=", groupPending)).
@@ -141,8 +144,8 @@ func (c *Catalog) CommitGroup(ctx context.Context, id string, updates []Update) 
 // pending it waits with jittered backoff (2 ms doubling to 100 ms) and aborts a group still
 // pending after Timeout (AbortGroup; a group that committed meanwhile stays committed).
 type GroupWaiter struct {
-	Catalog *Catalog
-	Timeout time.Duration
+	Catalog *Catalog      // the catalog holding the group keys
+	Timeout time.Duration // how long a pending group is waited for before it is aborted
 }
 
 // Committed reports whether group id committed. Errors: etcd failures, ctx's error.

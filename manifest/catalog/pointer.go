@@ -44,26 +44,29 @@ var (
 // "compare-and-swap", "publish", "snapshot", "delete"), the table, its etcd key, and the
 // cause (wrapping one class above, and the etcd error where there is one).
 type Error struct {
-	Op    string
-	Table string
-	Key   string
-	Err   error
+	Op    string // the operation, e.g. "fast-forward"
+	Table string // the table
+	Key   string // the pointer's etcd key
+	Err   error  // the cause, wrapping one of the classes above
 }
 
+// Error reads "catalog <op> of table <name> (key <key>): <cause>".
 func (e *Error) Error() string {
 	return fmt.Sprintf("catalog %s of table %q (key %s): %v", e.Op, e.Table, e.Key, e.Err)
 }
 
+// Unwrap returns Err.
 func (e *Error) Unwrap() error { return e.Err }
 
 // ConflictError reports a compare-and-swap publish that lost: the table's pointer is at
 // Current (Version 0 when absent) rather than at Expected. errors.Is(err, ErrConflict).
 type ConflictError struct {
-	Table    string
-	Expected uint64
-	Current  Pointer
+	Table    string  // the table
+	Expected uint64  // the version the publish required (0: absent)
+	Current  Pointer // the pointer found (Version 0: absent)
 }
 
+// Error names the table, the version expected and the pointer found.
 func (e *ConflictError) Error() string {
 	cur := "absent"
 	if e.Current.Version != 0 {
@@ -83,9 +86,9 @@ func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 // the table's store, the manifest's checksum, and the incarnation the version belongs to
 // (manifest.Manifest.Incarnation and IncarnationSince).
 type Pointer struct {
-	Version     uint64
-	ManifestKey string
-	Checksum    uint32
+	Version     uint64 // the published version
+	ManifestKey string // its manifest's key in the store: <table>/_versions/<inv>.manifest
+	Checksum    uint32 // CRC32C of that manifest object (manifest.Checksum); readers check it
 	// Incarnation is the id of the table's incarnation ("" in pointers of older builds,
 	// and for tables created by them: matches any incarnation).
 	Incarnation string
