@@ -23,12 +23,15 @@ const preconditionsFormat = 1
 
 // PreconditionsRecord is the JSON object at PreconditionsKey.
 type PreconditionsRecord struct {
+	// Format is the record's format version (1); a reader refuses another.
 	Format int `json:"format"`
 	// LargeObjects: a second put-if-absent of a ProbeBytes object was refused (true), or
 	// accepted (false: the store must not be written).
-	LargeObjects bool      `json:"large_objects"`
-	ProbeBytes   int64     `json:"probe_bytes"`
-	Checked      time.Time `json:"checked"` // when the probe ran (this machine's clock)
+	LargeObjects bool `json:"large_objects"`
+	// ProbeBytes is the size of the probe objects (LargeProbeSize when written).
+	ProbeBytes int64 `json:"probe_bytes"`
+	// Checked is when the probe ran, by the clock of the machine that ran it.
+	Checked time.Time `json:"checked"`
 }
 
 // ReadPreconditions returns the store's precondition record. Errors: ErrNotFound when
