@@ -89,6 +89,7 @@ func TestCredentialsNeverPrintedByAnyCommand(t *testing.T) {
 		{"gc", tbl, "--dry-run"},
 		{"demo", "--data", pq, "--table", "planted_demo"},
 		{"bench", "--suites", "import", "--reps", "1", "--data", "", "--rows", "1000"},
+		{"export", tbl, "--format", "csv"},
 		{"drop", tbl},
 	}
 	scenario := map[string][]string{}

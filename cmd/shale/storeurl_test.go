@@ -39,7 +39,15 @@ func TestReadOnlyCommandsCreateNothing(t *testing.T) {
 			if jsonFlag != "" {
 				a = append(a, jsonFlag)
 			}
-			e.fails(1, []string{"store file://" + missing + " does not exist", "nothing was created"}, a...)
+			if jsonFlag == "" {
+				e.fails(1, []string{"store file://" + missing + " does not exist", "nothing was created"}, a...)
+				continue
+			}
+			// With --json the error is one JSON object on stderr (docs/json.md).
+			r := e.run(a...)
+			if r.code != 1 || !strings.Contains(r.stderr, `"error"`) || !strings.Contains(r.stderr, "does not exist") || !strings.Contains(r.stderr, "nothing was created") {
+				t.Fatalf("shale %q: %v", a, r)
+			}
 		}
 	}
 	if got := tree(t, root); len(got) != 1 || got[0] != "empty" {
