@@ -50,8 +50,13 @@ type Config struct {
 	// and once more when it is back), a background server that exited and is being
 	// replaced, one slow to start. It is called from a goroutine of the Client, never
 	// after Close returns. (With the embedded default the Client replaces an exited
-	// background server whether or not Notify is set.)
+	// background server whether or not Notify is set.) Messages never carry credentials.
 	Notify func(msg string)
+	// Username and Password authenticate to a cluster with etcd authentication enabled
+	// (ignored by a cluster without it). User info in an endpoint
+	// (http://user:password@host:2379) sets them when Username is empty; it is removed
+	// from the endpoints before dialing, so no message, log or Client.Endpoints shows it.
+	Username, Password string
 }
 
 // Client is a connection to etcd. Its methods are safe for concurrent use.
@@ -118,13 +123,17 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 		cfg.StartTimeout = 60 * time.Second
 	}
 	if len(cfg.Endpoints) > 0 {
-		cli, err := dial(ctx, cfg.Endpoints, cfg.DialTimeout, "")
+		eps, user, password, err := endpointAuth(cfg)
 		if err != nil {
 			return nil, err
 		}
-		c := &Client{cli: cli, endpoints: cfg.Endpoints}
+		cli, err := dialAs(ctx, eps, cfg.DialTimeout, "", user, password)
+		if err != nil {
+			return nil, err
+		}
+		c := &Client{cli: cli, endpoints: eps}
 		if cfg.Notify != nil {
-			c.watch = newWatcher(cli, cfg, nil, cfg.Endpoints, 0)
+			c.watch = newWatcher(cli, cfg, nil, eps, 0) // eps: without user info
 		}
 		return c, nil
 	}
@@ -287,10 +296,16 @@ func logTail(path string) string {
 }
 
 func newEtcdClient(endpoints []string, dialTimeout time.Duration) (*clientv3.Client, error) {
+	return newEtcdClientAs(endpoints, dialTimeout, "", "")
+}
+
+func newEtcdClientAs(endpoints []string, dialTimeout time.Duration, user, password string) (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: dialTimeout,
 		Logger:      zap.NewNop(),
+		Username:    user,
+		Password:    password,
 	})
 }
 
@@ -298,6 +313,11 @@ func newEtcdClient(endpoints []string, dialTimeout time.Duration) (*clientv3.Cli
 // wantStateDir set it also checks that the server is the one of that state directory (and
 // first that its port accepts connections at all, to fail fast on a stale endpoint).
 func dial(ctx context.Context, endpoints []string, timeout time.Duration, wantStateDir string) (*clientv3.Client, error) {
+	return dialAs(ctx, endpoints, timeout, wantStateDir, "", "")
+}
+
+// dialAs is dial, authenticating as user (when set).
+func dialAs(ctx context.Context, endpoints []string, timeout time.Duration, wantStateDir, user, password string) (*clientv3.Client, error) {
 	if wantStateDir != "" && !portOpen(endpoints[0], timeout) {
 		return nil, fmt.Errorf("%w: %s: connection refused", ErrConnect, endpoints[0])
 	}
@@ -305,7 +325,7 @@ func dial(ctx context.Context, endpoints []string, timeout time.Duration, wantSt
 		// Fail fast with a clear message instead of waiting out the dial timeout.
 		return nil, fmt.Errorf("%w: %v: no endpoint accepts connections", ErrConnect, endpoints)
 	}
-	cli, err := newEtcdClient(endpoints, timeout)
+	cli, err := newEtcdClientAs(endpoints, timeout, user, password)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v: %v", ErrConnect, endpoints, err)
 	}

@@ -26,6 +26,12 @@ import (
 // stores and one store reached through different URLs keeps one set of pointers.
 const storeIDKey = "_shale/store-id"
 
+// StoreIDKey is the key of the store's identity object (a ULID written once with
+// put-if-absent by the first Open with a catalog). A store without it has never been
+// opened with a catalog, so no table of it is published in any; a reader that must not
+// write can check for it and open without a catalog instead (Open would create it).
+const StoreIDKey = storeIDKey
+
 // Options configure a DB.
 type Options struct {
 	// Etcd is the catalog's etcd client. Nil runs without a catalog: readers see HEAD and

@@ -21,6 +21,9 @@ type bucketStore struct {
 	opts     Options
 	counters Counters
 	noClose  bool
+	redact   redactor // removes the store URL's credentials from driver errors
+	// largeWritePath: S3 or GCS, where large objects are uploaded another way.
+	largeWritePath bool
 }
 
 func (s *bucketStore) Counters() *Counters { return &s.counters }
@@ -39,7 +42,7 @@ func (s *bucketStore) namer(op Op, key string) errorNamer {
 // fail classifies a driver error for op on key.
 func (s *bucketStore) fail(op Op, key string, err error) error {
 	write := op == OpPut || op == OpPutIfAbsent || op == OpDelete
-	return &Error{Op: op, Store: s.url, Key: key, Class: classify(err, write), Err: err}
+	return &Error{Op: op, Store: s.url, Key: key, Class: classify(err, write), Err: s.redact.wrap(err)}
 }
 
 func (s *bucketStore) checkKey(op Op, key string) error {

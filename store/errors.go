@@ -31,6 +31,15 @@ var (
 	// ErrPreconditionsIgnored: the store accepted a second put-if-absent of the same key, so
 	// it cannot be used for commits by more than one writer. Returned by Open and OpenBucket.
 	ErrPreconditionsIgnored = errors.New("store ignores put-if-absent preconditions")
+	// ErrLargePreconditionsIgnored: the store refuses a second put-if-absent of a small
+	// object but accepts one of a large (multipart) object, as an S3-compatible server that
+	// drops If-None-Match on CompleteMultipartUpload does. It wraps ErrPreconditionsIgnored.
+	// A writable Open refuses such a store (see Options.SkipLargeProbe); reads still work.
+	ErrLargePreconditionsIgnored = fmt.Errorf("%w on large (multipart) objects", ErrPreconditionsIgnored)
+	// ErrInvalidURL: the store URL is malformed (not a URL, a bare path, a file URL naming
+	// a host, an unsupported scheme, no bucket); the message suggests what was meant.
+	// Returned by ParseURL, Open and OpenBucket before any I/O.
+	ErrInvalidURL = errors.New("invalid store URL")
 )
 
 // Error describes a failed store request: the operation, the store URL (credentials
@@ -46,6 +55,12 @@ type Error struct {
 
 // Error returns "<op> <key> (store <url>): <class>: <cause>".
 func (e *Error) Error() string {
+	if e.Op == OpOpen && e.Key == "" {
+		if e.Err == nil {
+			return fmt.Sprintf("open store %s: %v", e.Store, e.Class)
+		}
+		return fmt.Sprintf("open store %s: %v: %v", e.Store, e.Class, e.Err)
+	}
 	if e.Err == nil {
 		return fmt.Sprintf("%s %q (store %s): %v", e.Op, e.Key, e.Store, e.Class)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,7 +119,7 @@ func TestS3TransientErrorsExhaustRetries(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	srv := storetest.NewS3Server(t, storetest.S3Options{})
-	s := srv.Open(t, store.Options{Retries: 3, BaseBackoff: time.Millisecond})
+	s := srv.Open(t, store.Options{Retries: 3, BaseBackoff: time.Millisecond, SkipLargeProbe: true})
 	srv.Faults.Add(storetest.Fault{Match: storetest.OnS3(storetest.S3GetObject), Status: http.StatusServiceUnavailable})
 	before := s.Counters().Snapshot()
 	_, err := s.Get(ctx, "k")
@@ -199,7 +200,7 @@ func TestS3OutcomeUnknown(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	srv := storetest.NewS3Server(t, storetest.S3Options{})
-	s := srv.Open(t, store.Options{Retries: 2, BaseBackoff: time.Millisecond})
+	s := srv.Open(t, store.Options{Retries: 2, BaseBackoff: time.Millisecond, SkipLargeProbe: true})
 	srv.Faults.Add(storetest.Fault{Match: storetest.OnS3(storetest.S3PutObject), Drop: true})
 	srv.Faults.Add(storetest.Fault{Match: storetest.OnS3(storetest.S3HeadObject, storetest.S3GetObject), Status: http.StatusServiceUnavailable})
 	err := s.PutIfAbsent(ctx, "commit", []byte("ours"))
@@ -225,7 +226,7 @@ func TestS3AttemptTimeoutRetries(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	srv := storetest.NewS3Server(t, storetest.S3Options{})
-	s := srv.Open(t, store.Options{AttemptTimeout: 200 * time.Millisecond, BaseBackoff: time.Millisecond})
+	s := srv.Open(t, store.Options{AttemptTimeout: 200 * time.Millisecond, BaseBackoff: time.Millisecond, SkipLargeProbe: true})
 	if err := s.Put(ctx, "k", []byte("v")); err != nil {
 		t.Fatal(err)
 	}
@@ -266,31 +267,100 @@ func TestOpenRefusesStoreThatIgnoresPreconditions(t *testing.T) {
 }
 
 // The small probe cannot see a store that drops If-None-Match only on multipart
-// completion; Options.ProbeLarge can.
-func TestOpenProbeLargeCatchesMultipartGap(t *testing.T) {
+// completion; the large-object check of a writable open can. It records what it found,
+// so the next open refuses the store without probing again, while reads still work.
+func TestWritableOpenRefusesStoreIgnoringLargePreconditions(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	gap := storetest.NewS3Server(t, storetest.S3Options{NoMultipartGuard: true})
-	s, err := store.Open(ctx, gap.StoreURL, storetest.FastOptions)
+	s, err := store.Open(ctx, gap.StoreURL, storetest.FastOptions) // SkipLargeProbe
 	if err != nil {
 		t.Fatalf("small probe refused the store: %v", err)
 	}
+	if err := s.Put(ctx, "t/data", []byte("rows")); err != nil {
+		t.Fatal(err)
+	}
 	s.Close()
 	opts := storetest.FastOptions
-	opts.ProbeLarge = true
-	if s, err := store.Open(ctx, gap.StoreURL, opts); !errors.Is(err, store.ErrPreconditionsIgnored) {
-		t.Fatalf("large probe over the multipart gap: %v, %v; want ErrPreconditionsIgnored", s, err)
+	opts.SkipLargeProbe = false
+	for i := range 2 {
+		multipart := gap.Faults.Add(storetest.Fault{Match: func(r *http.Request) bool {
+			return storetest.S3Op(r) == storetest.S3CreateMultipartUpload
+		}, Delay: time.Nanosecond})
+		s, err := store.Open(ctx, gap.StoreURL, opts)
+		if !errors.Is(err, store.ErrLargePreconditionsIgnored) || !errors.Is(err, store.ErrPreconditionsIgnored) {
+			t.Fatalf("open %d over the multipart gap: %v, %v; want ErrLargePreconditionsIgnored", i, s, err)
+		}
+		if !strings.Contains(err.Error(), "refused for writing (reading works)") || !strings.Contains(err.Error(), "CompleteMultipartUpload") {
+			t.Fatalf("error does not say what to do: %v", err)
+		}
+		switch {
+		case i == 0 && multipart.Hits() == 0:
+			t.Fatal("the first writable open did not probe with a multipart upload")
+		case i == 1 && multipart.Hits() != 0:
+			t.Fatalf("the second open probed again (%d multipart uploads) instead of reading the record", multipart.Hits())
+		case i == 1 && !strings.Contains(err.Error(), store.PreconditionsKey):
+			t.Fatalf("the second refusal does not name the record: %v", err)
+		}
 	}
-	guarded := storetest.NewS3Server(t, storetest.S3Options{})
-	s, err = store.Open(ctx, guarded.StoreURL, opts)
+	ro, err := store.Open(ctx, gap.StoreURL, store.Options{ReadOnly: true})
 	if err != nil {
-		t.Fatalf("large probe refused a store that keeps preconditions: %v", err)
+		t.Fatalf("read-only open: %v", err)
+	}
+	defer ro.Close()
+	rec, err := store.ReadPreconditions(ctx, ro)
+	if err != nil || rec.LargeObjects || rec.ProbeBytes != store.LargeProbeSize || rec.Checked.IsZero() {
+		t.Fatalf("record %+v, %v", rec, err)
+	}
+	if b, err := ro.Get(ctx, "t/data"); err != nil || string(b) != "rows" {
+		t.Fatalf("read through the refused store: %q, %v", b, err)
+	}
+}
+
+// On a store that keeps preconditions on large objects the check probes once, records
+// the result, leaves nothing else behind and is not counted; later opens read the record.
+func TestLargePreconditionProbeRunsOnceAndIsRecorded(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	srv := storetest.NewS3Server(t, storetest.S3Options{})
+	opts := storetest.FastOptions
+	opts.SkipLargeProbe = false
+	s, err := store.Open(ctx, srv.StoreURL, opts)
+	if err != nil {
+		t.Fatalf("the check refused a store that keeps preconditions: %v", err)
 	}
 	defer s.Close()
+	if srv.ConditionalCompletes() == 0 {
+		t.Fatal("the first writable open did not probe with a conditional multipart upload")
+	}
 	if r := s.Counters().Snapshot(); r.Total() != 0 {
 		t.Fatalf("the probe's requests were counted: %v", r)
 	}
-	if objs, err := s.List(ctx, "", 0); err != nil || len(objs) != 0 {
-		t.Fatalf("the probes left objects behind: %v, %v", objs, err)
+	objs, err := s.List(ctx, "", 0)
+	if err != nil || len(objs) != 1 || objs[0].Key != store.PreconditionsKey {
+		t.Fatalf("after the probe the store holds %v, %v; want only the record", objs, err)
+	}
+	rec, err := store.ReadPreconditions(ctx, s)
+	if err != nil || !rec.LargeObjects {
+		t.Fatalf("record %+v, %v", rec, err)
+	}
+	before := srv.ConditionalCompletes()
+	s2, err := store.Open(ctx, srv.StoreURL, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2.Close()
+	if srv.ConditionalCompletes() != before {
+		t.Fatal("a later open probed again")
+	}
+	if !store.LargeWritePath(s) || !store.LargeWritePath(storetest.GCS(t)) || store.LargeWritePath(storetest.Mem(t)) || store.LargeWritePath(storetest.Local(t)) {
+		t.Fatal("LargeWritePath: want S3 and GCS only")
+	}
+	g := storetest.GCS(t)
+	if err := store.CheckLargePreconditions(ctx, g); err != nil {
+		t.Fatalf("fake GCS (resumable uploads keep ifGenerationMatch=0): %v", err)
+	}
+	if rec, err := store.ReadPreconditions(ctx, g); err != nil || !rec.LargeObjects {
+		t.Fatalf("GCS record %+v, %v", rec, err)
 	}
 }

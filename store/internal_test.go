@@ -69,9 +69,9 @@ func TestValidKey(t *testing.T) {
 }
 
 func TestRedact(t *testing.T) {
-	got := redact("s3://user:pw@bkt/p?region=us-east-1&secret_access_key=abc&session_token=xyz")
+	got := Redact("s3://user:pw@bkt/p?region=us-east-1&secret_access_key=abc&session_token=xyz")
 	if strings.Contains(got, "abc") || strings.Contains(got, "xyz") || strings.Contains(got, "pw") || !strings.Contains(got, "region=us-east-1") {
-		t.Fatalf("redact = %s", got)
+		t.Fatalf("Redact = %s", got)
 	}
 }
 

@@ -39,10 +39,8 @@ type localStore struct {
 }
 
 func openLocal(u *url.URL, opts Options) (Store, error) {
+	// ParseURL has refused file URLs that name a host other than localhost.
 	root := u.Path
-	if u.Host != "" && u.Host != "localhost" {
-		root = filepath.Join(u.Host, u.Path) // file://relative/dir is tolerated
-	}
 	if root == "" {
 		return nil, &Error{Op: OpOpen, Store: u.String(), Class: ErrPermanent, Err: errors.New("file:// URL has no path")}
 	}
@@ -50,10 +48,23 @@ func openLocal(u *url.URL, opts Options) (Store, error) {
 	if err != nil {
 		return nil, &Error{Op: OpOpen, Store: u.String(), Class: ErrPermanent, Err: err}
 	}
-	if err := os.MkdirAll(filepath.Join(root, TempDir), 0o755); err != nil {
-		return nil, &Error{Op: OpOpen, Store: "file://" + root, Class: ErrPermanent, Err: err}
+	storeURL := (&url.URL{Scheme: "file", Path: root}).String()
+	if opts.ReadOnly {
+		// A read-only open creates nothing, so a mistyped path is reported, not created.
+		fi, err := os.Stat(root)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, &Error{Op: OpOpen, Store: storeURL, Class: ErrNotFound,
+				Err: fmt.Errorf("directory %s does not exist (a read-only open creates nothing)", root)}
+		case err != nil:
+			return nil, &Error{Op: OpOpen, Store: storeURL, Class: ErrPermanent, Err: err}
+		case !fi.IsDir():
+			return nil, &Error{Op: OpOpen, Store: storeURL, Class: ErrPermanent, Err: fmt.Errorf("%s is not a directory", root)}
+		}
+	} else if err := os.MkdirAll(filepath.Join(root, TempDir), 0o755); err != nil {
+		return nil, &Error{Op: OpOpen, Store: storeURL, Class: ErrPermanent, Err: err}
 	}
-	return &localStore{root: root, url: "file://" + root, opts: opts}, nil
+	return &localStore{root: root, url: storeURL, opts: opts}, nil
 }
 
 func (s *localStore) Counters() *Counters { return &s.counters }
@@ -177,7 +188,14 @@ func (s *localStore) ensureDir(dir string) error {
 
 // writeTemp writes data to a new fsynced temp file under the store's temp directory.
 func (s *localStore) writeTemp(data []byte) (string, error) {
-	f, err := os.CreateTemp(filepath.Join(s.root, TempDir), "w-*")
+	tmpDir := filepath.Join(s.root, TempDir)
+	f, err := os.CreateTemp(tmpDir, "w-*")
+	if errors.Is(err, fs.ErrNotExist) {
+		// A read-only open does not create the temp directory.
+		if err = s.ensureDir(tmpDir); err == nil {
+			f, err = os.CreateTemp(tmpDir, "w-*")
+		}
+	}
 	if err != nil {
 		return "", err
 	}

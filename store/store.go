@@ -19,8 +19,10 @@
 //     to this (internal/storetest: the S3 fake enforces If-None-Match on
 //     CompleteMultipartUpload the way S3 does, since gofakes3 alone ignores it there).
 //   - Open refuses a store that accepts a second put-if-absent (ErrPreconditionsIgnored).
-//     Its probe uses small objects; Options.ProbeLarge adds a multipart-sized probe for
-//     S3-compatible stores that might drop If-None-Match on CompleteMultipartUpload.
+//     Its probe uses small objects; on S3 and GCS the first writable open also probes with
+//     multipart-sized objects, for S3-compatible stores that drop If-None-Match on
+//     CompleteMultipartUpload, and records the result in the store
+//     (ErrLargePreconditionsIgnored, Options.SkipLargeProbe, PreconditionsKey).
 //   - PutIfAbsent is idempotent: it succeeds when the key already holds exactly the bytes
 //     being written. A "key taken" answer is always decided by reading the key back,
 //     because an SDK-level retry can hide that an earlier attempt of the same call landed.
@@ -103,9 +105,15 @@ type Options struct {
 	// refuses to open with ErrPreconditionsIgnored when a second put-if-absent of the same
 	// key is accepted.
 	ReadOnly bool
-	// ProbeLarge also probes with LargeProbeSize objects (see ProbeLargePreconditions),
-	// for S3-compatible stores not known to keep If-None-Match on multipart uploads.
-	ProbeLarge bool
+	// SkipLargeProbe skips the large-object check of a writable open. Without it, a
+	// writable Open (or OpenBucket) of a store with a separate large-object write path
+	// (see LargeWritePath: s3:// and gs://) runs CheckLargePreconditions after the small
+	// probe: the store's first writable open uploads two LargeProbeSize objects and
+	// records the result at PreconditionsKey, later opens read the record (one GET). A
+	// store that accepts a second put-if-absent of a large object is refused with
+	// ErrLargePreconditionsIgnored, as S3-compatible servers that drop If-None-Match on
+	// CompleteMultipartUpload do (the small probe cannot see that).
+	SkipLargeProbe bool
 	// Retries is the number of extra attempts for transient failures (default 5; negative
 	// means none).
 	Retries int
@@ -142,22 +150,30 @@ func (o Options) withDefaults() Options {
 
 // Open opens a store from a URL:
 //
-//	file:///abs/dir          local disk (created if missing)
+//	file:///abs/dir          local disk (created if missing, unless opts.ReadOnly)
 //	mem://name               process-local memory (same name = same bucket within a process)
 //	s3://bucket/prefix?...   S3 (region, endpoint, use_path_style, anonymous, … as
-//	                         gocloud's s3blob URL opener defines them)
+//	                         gocloud's s3blob URL opener defines them; credentials from
+//	                         the environment, or ACCESS_KEY_ID:SECRET_ACCESS_KEY@bucket)
 //	gs://bucket/prefix       GCS (credentials as gocloud's gcsblob URL opener finds them)
 //
 // For s3:// and gs:// the SDK's own retries are turned off (see the package comment).
-// Unless opts.ReadOnly, Open probes that the store refuses a second put-if-absent (with
-// small objects; with large ones too when opts.ProbeLarge). Errors: ErrPermanent (bad
-// URL, unsupported scheme), ErrPreconditionsIgnored, or the probe's error.
+// The URL is checked first with ParseURL. A read-only open creates nothing: a file://
+// directory that does not exist is ErrNotFound. Unless opts.ReadOnly, Open probes that
+// the store refuses a second put-if-absent (with small objects; on S3 and GCS with large
+// ones too, once per store: see Options.SkipLargeProbe). Errors name the store by its
+// redacted URL (see Redact) and never contain its credentials: ErrInvalidURL (before any
+// I/O), ErrNotFound, ErrPermanent, ErrPreconditionsIgnored (ErrLargePreconditionsIgnored),
+// or the probe's error.
 func Open(ctx context.Context, rawURL string, opts Options) (Store, error) {
 	opts = opts.withDefaults()
-	u, err := url.Parse(rawURL)
+	u, err := ParseURL(rawURL)
 	if err != nil {
-		return nil, &Error{Op: OpOpen, Store: redact(rawURL), Class: ErrPermanent, Err: err}
+		return nil, err
 	}
+	// Libraries quote the URL (or the endpoint in it) in some of their errors: every
+	// error leaves Open, and every request error leaves the store, without its secrets.
+	red := newRedactor(rawURL)
 	var s Store
 	switch u.Scheme {
 	case "file":
@@ -165,17 +181,15 @@ func Open(ctx context.Context, rawURL string, opts Options) (Store, error) {
 	case "mem":
 		s, err = openMem(u, opts)
 	case "s3":
-		s, err = openS3URL(ctx, u, opts)
+		s, err = openS3URL(ctx, u, opts, red)
 	case "gs":
-		s, err = openGSURL(ctx, u, opts)
-	default:
-		return nil, &Error{Op: OpOpen, Store: redact(rawURL), Class: ErrPermanent,
-			Err: fmt.Errorf("unsupported store scheme %q (want file, mem, s3 or gs)", u.Scheme)}
+		s, err = openGSURL(ctx, u, opts, red)
 	}
 	if err != nil {
-		return nil, err
+		return nil, red.wrap(err)
 	}
-	return probed(ctx, s, opts)
+	s, err = probed(ctx, s, opts)
+	return s, red.wrap(err)
 }
 
 // OpenBucket wraps an already-open gocloud bucket (tests use it for fake S3/GCS servers).
@@ -183,18 +197,21 @@ func Open(ctx context.Context, rawURL string, opts Options) (Store, error) {
 // the store. A GCS bucket's *storage.Client has its retries turned off (the store
 // retries); an S3 bucket's client should be built with aws.NopRetryer (the store cannot
 // change it). Unless opts.ReadOnly, OpenBucket probes that the store refuses a second
-// put-if-absent (errors as Open).
+// put-if-absent, on S3 and GCS buckets with large objects too (errors as Open).
 func OpenBucket(ctx context.Context, b *blob.Bucket, storeURL string, opts Options) (Store, error) {
 	opts = opts.withDefaults()
 	disableGCSRetries(b)
-	return probed(ctx, &bucketStore{bucket: b, url: redact(storeURL), opts: opts}, opts)
+	red := newRedactor(storeURL)
+	s, err := probed(ctx, &bucketStore{bucket: b, url: Redact(storeURL), opts: opts, redact: red,
+		largeWritePath: bucketHasLargeWritePath(b)}, opts)
+	return s, red.wrap(err)
 }
 
 func probed(ctx context.Context, s Store, opts Options) (Store, error) {
 	if !opts.ReadOnly {
 		err := ProbePreconditions(ctx, s)
-		if err == nil && opts.ProbeLarge {
-			err = ProbeLargePreconditions(ctx, s)
+		if err == nil && !opts.SkipLargeProbe && LargeWritePath(s) {
+			err = CheckLargePreconditions(ctx, s)
 		}
 		if err != nil {
 			s.Close()
@@ -222,7 +239,8 @@ func ProbePreconditions(ctx context.Context, s Store) error {
 // ProbeLargePreconditions is ProbePreconditions with LargeProbeSize objects, which S3
 // writes as multipart uploads: it catches an S3-compatible store that honours
 // If-None-Match on PutObject but not on CompleteMultipartUpload (the small probe cannot).
-// It uploads about 32 MiB and reads back 16 MiB. Open runs it when Options.ProbeLarge.
+// It uploads about 32 MiB and reads back 16 MiB. Open runs it through
+// CheckLargePreconditions once per store (see Options.SkipLargeProbe).
 // Errors: ErrPreconditionsIgnored, or the store error of a probe request.
 func ProbeLargePreconditions(ctx context.Context, s Store) error {
 	first := make([]byte, LargeProbeSize)
@@ -271,25 +289,6 @@ func openMem(u *url.URL, opts Options) (Store, error) {
 	}
 	memMu.Unlock()
 	return &bucketStore{bucket: b, url: "mem://" + name, opts: opts, noClose: true}, nil
-}
-
-// redact removes user info and secret-looking query parameters from a store URL.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "<unparseable store URL>"
-	}
-	u.User = nil
-	q := u.Query()
-	for k := range q {
-		lk := strings.ToLower(k)
-		if strings.Contains(lk, "secret") || strings.Contains(lk, "token") || strings.Contains(lk, "key") ||
-			strings.Contains(lk, "password") || strings.Contains(lk, "credential") {
-			q.Set(k, "REDACTED")
-		}
-	}
-	u.RawQuery = q.Encode()
-	return u.String()
 }
 
 // validKey checks the key rules in the Store comment.

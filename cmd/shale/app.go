@@ -93,6 +93,12 @@ func (a *app) rootCommand() *cobra.Command {
 			case "query", "versions", "inspect", "status", "verify", "export":
 				a.readOnly = true
 			}
+			// A malformed --store is a usage error, found before anything starts.
+			if a.storeFlag != "" {
+				if _, err := store.ParseURL(a.storeFlag); err != nil {
+					return a.storeOpenError(err)
+				}
+			}
 			return a.resolveHome()
 		},
 	}
@@ -124,6 +130,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.recoverCommand(),
 		a.repairCommand(),
 		a.gcCommand(),
+		a.doctorCommand(),
 	)
 	// Usage errors from cobra's own checks (arguments, required flags) get exit status 2.
 	for _, c := range root.Commands() {
@@ -197,31 +204,64 @@ func (a *app) coordConfig() coord.Config {
 	}}
 }
 
-// open connects to etcd and the store and opens the DB (once per command).
+// open opens the store, connects to etcd and opens the DB (once per command). A command
+// that only reads creates nothing: not a missing store directory, not the store's id.
 func (a *app) open(ctx context.Context) (*engine.DB, error) {
 	if a.db != nil {
 		return a.db, nil
 	}
+	s, err := store.Open(ctx, a.storeURL(), store.Options{ReadOnly: a.readOnly})
+	if err != nil {
+		return nil, a.storeOpenError(err)
+	}
+	a.store = s
+	a.closer = append(a.closer, func() { s.Close() })
 	c, err := coord.Connect(ctx, a.coordConfig())
 	if err != nil {
 		return nil, err
 	}
 	a.coord = c
 	a.closer = append(a.closer, func() { c.Close() })
-	s, err := store.Open(ctx, a.storeURL(), store.Options{ReadOnly: a.readOnly})
-	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", a.storeURL(), err)
+	etcd := c.Etcd()
+	if a.readOnly {
+		// engine.Open would create the store's id. A store without one has no table
+		// published in any catalog: read it without one.
+		if _, err := s.Head(ctx, engine.StoreIDKey); errors.Is(err, store.ErrNotFound) {
+			etcd = nil
+		} else if err != nil {
+			return nil, err // it names the store
+		}
 	}
-	a.store = s
-	a.closer = append(a.closer, func() { s.Close() })
 	// Every write first rolls forward maintenance a crashed process committed but did not
 	// publish (roll forward only: `shale recover` also rolls back).
-	db, err := engine.Open(ctx, s, engine.Options{Etcd: c.Etcd(), BeforeFirstWrite: recovery.Hook(recovery.Options{}), IndexSidecars: recovery.IndexSidecars{Store: s}})
+	db, err := engine.Open(ctx, s, engine.Options{Etcd: etcd, BeforeFirstWrite: recovery.Hook(recovery.Options{}), IndexSidecars: recovery.IndexSidecars{Store: s}})
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", s.URL(), err)
 	}
 	a.db = db
 	return db, nil
+}
+
+// storeOpenError words a failure of store.Open for the command line: a bad URL is a
+// usage error, a store a read-only command cannot find says that nothing was created.
+// The store's URL appears only redacted.
+func (a *app) storeOpenError(err error) error {
+	redacted := store.Redact(a.storeURL())
+	var se *store.Error
+	opening := errors.As(err, &se) && se.Op == store.OpOpen
+	switch {
+	case errors.Is(err, store.ErrInvalidURL) && opening && se.Err != nil:
+		return &usageError{fmt.Errorf("--store %s: %w", se.Store, se.Err)}
+	case errors.Is(err, store.ErrInvalidURL):
+		return &usageError{fmt.Errorf("--store: %w", err)}
+	case a.readOnly && errors.Is(err, store.ErrNotFound) && a.storeFlag == "":
+		return fmt.Errorf("no store yet at %s: nothing has been written there (shale create or shale import makes it)", redacted)
+	case a.readOnly && errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("store %s does not exist (nothing was created; check --store)", redacted)
+	case se != nil:
+		return err // it names the store by its redacted URL
+	}
+	return fmt.Errorf("open store %s: %w", redacted, err)
 }
 
 // close releases what open acquired, in reverse order.

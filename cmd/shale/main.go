@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"os"
 	"os/signal"
 	"strings"
@@ -33,6 +34,10 @@ func main() {
 	// The embedded default etcd runs as a background process that re-executes this
 	// binary; it must take over before anything else happens.
 	coord.ServeIfRequested()
+	// A user sees only shale's messages. The AWS transfer manager logs every failed
+	// multipart completion with the standard logger, also the expected 412 of a lost
+	// large put-if-absent, which the store reports as an error anyway.
+	log.SetOutput(io.Discard)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		// The first Ctrl-C (or SIGTERM) ends ctx: the command stops and cleans up what it

@@ -9,8 +9,9 @@
 //	GCS(t)    fake-gcs-server in process, opened with gcsblob + store.OpenBucket
 //	All(t)    one of each, by kind name; Kinds lists the factories
 //
-// Stores are opened with FastOptions (fast retries); every helper fails the test if the store
-// cannot be opened, including when its put-if-absent probe fails.
+// Stores are opened with FastOptions (fast retries, no large-object probe); every helper
+// fails the test if the store cannot be opened, including when its put-if-absent probe
+// fails.
 package storetest
 
 import (
@@ -28,8 +29,10 @@ import (
 )
 
 // FastOptions are the store options the helpers open stores with: the default number of
-// retries with short backoff, so fault-injection tests stay fast.
-var FastOptions = store.Options{BaseBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}
+// retries with short backoff, so fault-injection tests stay fast, and no large-object
+// precondition check (store.Options.SkipLargeProbe), so a fresh S3 or GCS store holds no
+// record object and opens without uploading 32 MiB. Tests of that check clear it.
+var FastOptions = store.Options{BaseBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond, SkipLargeProbe: true}
 
 // Kind is one store kind with a factory that opens a fresh, empty store for a test.
 type Kind struct {
