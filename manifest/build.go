@@ -111,19 +111,17 @@ func Build(table string, parent *Manifest, txn Transaction) (*Manifest, error) {
 			return nil, err
 		}
 	case OpMergeWAL:
-		w := op.WAL
-		if w == nil || w.To <= w.From {
-			return nil, fmt.Errorf("merge_wal without a generation range")
-		}
-		if got := m.WALMerged[w.Shard]; got != w.From {
-			return nil, fmt.Errorf("shard %q: merged watermark is %d, the merge planned from %d", w.Shard, got, w.From)
+		if err = checkWALMerges(m, op.WALs); err != nil {
+			return nil, err
 		}
 		if err = m.checkFieldIDs(op.NewFragments); err == nil {
 			m.appendFragments(op.NewFragments)
 			if m.WALMerged == nil {
 				m.WALMerged = map[string]uint64{}
 			}
-			m.WALMerged[w.Shard] = w.To
+			for _, w := range op.WALs {
+				m.WALMerged[w.Shard] = w.To
+			}
 		}
 	case OpAbort:
 		if len(op.Aborted) == 0 {
@@ -349,4 +347,26 @@ func (m *Manifest) pruneIndexCoverage() {
 		out = append(out, ix)
 	}
 	m.Indexes = out
+}
+
+// checkWALMerges checks a MergeWAL's shards against the parent's watermarks: at least one
+// shard, each once, each a non-empty range starting at the shard's merged watermark.
+func checkWALMerges(m *Manifest, ws []WALMerge) error {
+	if len(ws) == 0 {
+		return fmt.Errorf("merge_wal without a shard")
+	}
+	seen := map[string]bool{}
+	for _, w := range ws {
+		if w.To <= w.From {
+			return fmt.Errorf("merge_wal of shard %q without a generation range (%d, %d]", w.Shard, w.From, w.To)
+		}
+		if seen[w.Shard] {
+			return fmt.Errorf("merge_wal names shard %q twice", w.Shard)
+		}
+		seen[w.Shard] = true
+		if got := m.WALMerged[w.Shard]; got != w.From {
+			return fmt.Errorf("%w: shard %q: merged watermark is %d, the merge planned from %d", ErrWatermarkMoved, w.Shard, got, w.From)
+		}
+	}
+	return nil
 }

@@ -86,14 +86,14 @@ func TestBuildMaintenanceAndMetadataOps(t *testing.T) {
 		t.Fatalf("config %v %v", uc.Config, err)
 	}
 	// MergeWAL: exactly once per generation range, watermark per shard.
-	w1, err := commitOp(t, uc, Operation{Kind: OpMergeWAL, WAL: &WALMerge{Shard: "s", From: 0, To: 3}, NewFragments: []Fragment{frag(7)}})
+	w1, err := commitOp(t, uc, Operation{Kind: OpMergeWAL, WALs: []WALMerge{{Shard: "s", From: 0, To: 3}}, NewFragments: []Fragment{frag(7)}})
 	if err != nil || w1.WALMerged["s"] != 3 || w1.LiveRows() != 17 {
 		t.Fatalf("merge: %v %v", w1.WALMerged, err)
 	}
-	if _, err := commitOp(t, w1, Operation{Kind: OpMergeWAL, WAL: &WALMerge{Shard: "s", From: 0, To: 3}, NewFragments: []Fragment{frag(7)}}); err == nil {
+	if _, err := commitOp(t, w1, Operation{Kind: OpMergeWAL, WALs: []WALMerge{{Shard: "s", From: 0, To: 3}}, NewFragments: []Fragment{frag(7)}}); err == nil {
 		t.Fatal("the same generations merged twice")
 	}
-	if w2, err := commitOp(t, w1, Operation{Kind: OpMergeWAL, WAL: &WALMerge{Shard: "s", From: 3, To: 5}}); err != nil || w2.WALMerged["s"] != 5 {
+	if w2, err := commitOp(t, w1, Operation{Kind: OpMergeWAL, WALs: []WALMerge{{Shard: "s", From: 3, To: 5}}}); err != nil || w2.WALMerged["s"] != 5 {
 		t.Fatalf("next merge: %v", err)
 	}
 }
@@ -105,7 +105,7 @@ func TestMergeWALExactlyOnceUnderRace(t *testing.T) {
 	s := memStore(t)
 	m := create(t, s, "t")
 	merge := func() Transaction {
-		return NewTransaction(m.Version, Operation{Kind: OpMergeWAL, WAL: &WALMerge{Shard: "s", From: 0, To: 2}, NewFragments: []Fragment{frag(5)}})
+		return NewTransaction(m.Version, Operation{Kind: OpMergeWAL, WALs: []WALMerge{{Shard: "s", From: 0, To: 2}}, NewFragments: []Fragment{frag(5)}})
 	}
 	if _, _, err := Commit(ctx, s, "t", m, merge(), CommitOptions{}); err != nil {
 		t.Fatal(err)
@@ -216,5 +216,30 @@ func TestEmptySegmentsDropped(t *testing.T) {
 	}
 	if got := segs(rw); got != "[a2:[2] b1:[] c1:[]]" {
 		t.Fatalf("segments after the rewrite: %s", got)
+	}
+}
+
+// TestMergeWALSeveralShards: one version merges several shards, each watermark moves
+// together; a shard named twice, an empty range or a moved watermark is refused, the
+// last with ErrWatermarkMoved.
+func TestMergeWALSeveralShards(t *testing.T) {
+	s := memStore(t)
+	m := create(t, s, "t")
+	w1, err := commitOp(t, m, Operation{Kind: OpMergeWAL, WALs: []WALMerge{{Shard: "0", From: 0, To: 2}, {Shard: "1", From: 0, To: 5}}, NewFragments: []Fragment{frag(3)}})
+	if err != nil || w1.WALMerged["0"] != 2 || w1.WALMerged["1"] != 5 {
+		t.Fatalf("merge of two shards: %v %v", w1.WALMerged, err)
+	}
+	for name, ws := range map[string][]WALMerge{
+		"twice": {{Shard: "0", From: 2, To: 3}, {Shard: "0", From: 2, To: 4}},
+		"empty": {{Shard: "0", From: 2, To: 2}},
+		"none":  nil,
+	} {
+		if _, err := commitOp(t, w1, Operation{Kind: OpMergeWAL, WALs: ws}); err == nil {
+			t.Errorf("%s: committed", name)
+		}
+	}
+	_, err = commitOp(t, w1, Operation{Kind: OpMergeWAL, WALs: []WALMerge{{Shard: "1", From: 0, To: 5}}})
+	if !errors.Is(err, ErrWatermarkMoved) {
+		t.Fatalf("a rerun of a finished merge: %v, want ErrWatermarkMoved", err)
 	}
 }

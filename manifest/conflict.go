@@ -61,6 +61,10 @@ var (
 	// again, if it was). Matched by a *ConflictError with a drop marker (with
 	// ErrIncompatible) and by *DroppedError.
 	ErrTableDropped = errors.New("the table was dropped")
+	// ErrWatermarkMoved: a MergeWAL planned from a shard's merged watermark meets a table
+	// whose watermark has moved: someone else merged those generations. Re-read the
+	// watermark and merge only what is above it (a rerun of a finished merge is a no-op).
+	ErrWatermarkMoved = errors.New("WAL merged watermark moved")
 )
 
 // DroppedError reports a table whose HEAD is a drop marker (a read or a write of a table
@@ -303,8 +307,12 @@ func Check(ours, theirs *Transaction) (Resolution, []uint32, string) {
 		case OpSchemaChange:
 			return schemaChanged()
 		case OpMergeWAL:
-			if ours.Op.WAL != nil && theirs.Op.WAL != nil && ours.Op.WAL.Shard == theirs.Op.WAL.Shard {
-				return Retryable, nil, fmt.Sprintf("shard %q was merged concurrently", ours.Op.WAL.Shard)
+			for _, o := range ours.Op.WALs {
+				for _, th := range theirs.Op.WALs {
+					if o.Shard == th.Shard {
+						return Retryable, nil, fmt.Sprintf("shard %q was merged concurrently", o.Shard)
+					}
+				}
 			}
 		}
 		return Compatible, nil, ""

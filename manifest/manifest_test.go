@@ -155,7 +155,7 @@ func txnOf(kind OpKind, frags []uint32, key, shard string) *Transaction {
 	case OpUpdateConfig, OpOverwrite, OpCreate:
 		op.Config = map[string]string{key: "v"}
 	case OpMergeWAL:
-		op.WAL = &WALMerge{Shard: shard, From: 0, To: 1}
+		op.WALs = []WALMerge{{Shard: shard, From: 0, To: 1}}
 	case OpAbort:
 		op.Aborted = []string{"someone-else"}
 	}

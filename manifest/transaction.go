@@ -108,9 +108,11 @@ type Operation struct {
 	RemovedIndexes []string          `cbor:",omitempty"` // index names dropped (CreateIndex)
 	// IndexReplaces are uuids of index segments the operation removes (a merge of a
 	// BTree's delta segments into one).
-	IndexReplaces []string  `cbor:",omitempty"`
-	WAL           *WALMerge `cbor:",omitempty"` // the shard and generations merged (MergeWAL)
-	Aborted       []string  `cbor:",omitempty"` // transaction ids fenced off (Abort): none of them can commit after it
+	IndexReplaces []string `cbor:",omitempty"`
+	// WALs are the shards and generations a MergeWAL merges: one version may merge several
+	// shards, each at most once, with every new watermark committed together.
+	WALs    []WALMerge `cbor:",omitempty"`
+	Aborted []string   `cbor:",omitempty"` // transaction ids fenced off (Abort): none of them can commit after it
 	// Group marks one member of a multi-table transaction: the version counts only if the
 	// group commits (see manifest/catalog group keys).
 	Group *GroupRef `cbor:",omitempty"`
@@ -159,7 +161,9 @@ type GroupRef struct {
 }
 
 // WALMerge merges generations (From, To] of a WAL shard into the base table: the table's
-// merged watermark for Shard must be From when the version is built, and becomes To.
+// merged watermark for Shard must be From when the version is built, and becomes To. A
+// version built on a table whose watermark is not From fails with ErrWatermarkMoved: the
+// generations were merged by someone else (exactly once, invariant 8).
 type WALMerge struct {
 	Shard    string // the WAL shard
 	From, To uint64 // generations: the merged watermark before and after
