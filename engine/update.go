@@ -62,7 +62,7 @@ func (t *Table) Update(ctx context.Context, set map[string]string, where string,
 	// Plan against HEAD (as Delete does): rows of versions committed but not yet published
 	// are committed rows.
 	if err := t.refreshHead(ctx); err != nil {
-		return CommitResult{}, err
+		return t.settleKeyed(ctx, t.newTxn(manifest.OpUpdate, o), CommitResult{}, err)
 	}
 	for attempt := 0; ; attempt++ {
 		// A conflict is a decision (the attempt did not and never will commit), so a
@@ -87,7 +87,7 @@ func (t *Table) Update(ctx context.Context, set map[string]string, where string,
 			return t.settleKeyed(ctx, txn, res, err)
 		}
 		if lerr := t.refreshHead(ctx); lerr != nil {
-			return res, errors.Join(err, lerr)
+			return t.settleKeyed(ctx, txn, res, errors.Join(err, lerr))
 		}
 	}
 }

@@ -170,7 +170,7 @@ func (t *Table) Append(ctx context.Context, rdr array.RecordReader, opts ...Writ
 	// every version since (an overwrite that renumbered them is a conflict).
 	m0 := t.m
 	if err := t.refreshHead(ctx); err != nil {
-		return CommitResult{}, err
+		return t.settleKeyed(ctx, t.newTxn(manifest.OpAppend, o), CommitResult{}, err)
 	}
 	if t.m != m0 && checkSchema(t.name, t.Schema(), rdr.Schema()) != nil && checkSchema(t.name, m0.Schema.MustArrow(), rdr.Schema()) == nil {
 		t.m = m0
@@ -218,7 +218,7 @@ func (t *Table) Overwrite(ctx context.Context, rdr array.RecordReader, opts ...W
 	// Plan on HEAD (see Append): the overwrite replaces the rows of the latest committed
 	// version, and conflicts with what commits after it.
 	if err := t.refreshHead(ctx); err != nil {
-		return CommitResult{}, err
+		return t.settleKeyed(ctx, t.newTxn(manifest.OpOverwrite, o), CommitResult{}, err)
 	}
 	schema := rdr.Schema()
 	old := t.Schema()
@@ -270,7 +270,7 @@ func (t *Table) Delete(ctx context.Context, where string, opts ...WriteOption) (
 	// committed but not yet published (a writer that died before publishing) are
 	// committed, and the delete must see their rows too.
 	if err := t.refreshHead(ctx); err != nil {
-		return CommitResult{}, err
+		return t.settleKeyed(ctx, t.newTxn(manifest.OpDelete, o), CommitResult{}, err)
 	}
 	for attempt := 0; ; attempt++ {
 		// A conflict is a decision (the attempt did not and never will commit), so a
@@ -292,7 +292,7 @@ func (t *Table) Delete(ctx context.Context, where string, opts ...WriteOption) (
 			return t.settleKeyed(ctx, txn, res, err)
 		}
 		if lerr := t.refreshHead(ctx); lerr != nil {
-			return res, errors.Join(err, lerr)
+			return t.settleKeyed(ctx, txn, res, errors.Join(err, lerr))
 		}
 	}
 }
