@@ -32,11 +32,11 @@ var entryMagic = [4]byte{'S', 'H', 'W', 'E'}
 type Entry struct {
 	Position    Position
 	Key         string
-	Fence       bool               // a fence entry (no rows)
-	Generation  uint64             // the generation the writer meant its rows for
-	Incarnation string             // the table incarnation it was written for
-	FieldIDs    []int32            // the field id of each column
-	Schema      *arrow.Schema      // the columns (without WAL metadata)
+	Fence       bool                // a fence entry (no rows)
+	Generation  uint64              // the generation the writer meant its rows for
+	Incarnation string              // the table incarnation it was written for
+	FieldIDs    []int32             // the field id of each column
+	Schema      *arrow.Schema       // the columns (without WAL metadata)
 	Records     []arrow.RecordBatch // its batches; the caller releases them (Release)
 	Rows        int64
 	Bytes       int64 // the object's size
