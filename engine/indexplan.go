@@ -338,11 +338,13 @@ type ScanPlan struct {
 	BatchesRead int `json:"batches_read"`
 	// Indexes says how each index was used, or why not.
 	Indexes []IndexUse `json:"indexes"`
+	// WAL is what the scan reads from the table's write-ahead log.
+	WAL WALPlan `json:"wal"`
 }
 
 func (p *scanPlan) describe() ScanPlan {
 	sp := ScanPlan{Fragments: p.pruned.Fragments, FragmentsPruned: p.pruned.FragmentsPruned, Batches: p.pruned.Batches,
-		BatchesPruned: p.pruned.BatchesPruned, BatchesRead: len(p.tasks), Indexes: p.indexUses}
+		BatchesPruned: p.pruned.BatchesPruned, BatchesRead: len(p.tasks), Indexes: p.indexUses, WAL: p.wal}
 	if p.expr != nil {
 		sp.Filter = p.expr.String()
 	}
@@ -360,6 +362,7 @@ func (t *Table) Explain(ctx context.Context, opts ScanOptions) (ScanPlan, error)
 	if err != nil {
 		return ScanPlan{}, err
 	}
+	defer p.close()
 	return p.describe(), nil
 }
 

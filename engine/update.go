@@ -64,6 +64,9 @@ func (t *Table) Update(ctx context.Context, set map[string]string, where string,
 	if err := t.refreshHead(ctx); err != nil {
 		return t.settleKeyed(ctx, t.newTxn(manifest.OpUpdate, o), CommitResult{}, err)
 	}
+	if err := t.walPending(ctx); err != nil {
+		return CommitResult{}, err
+	}
 	for attempt := 0; ; attempt++ {
 		// A conflict is a decision (the attempt did not and never will commit), so a
 		// re-plan is a new transaction with new files.
@@ -147,7 +150,7 @@ func (t *Table) planUpdate(ctx context.Context, set map[string]string, where, tx
 	if err != nil {
 		return manifest.Operation{}, 0, err
 	}
-	p, err := t.plan(ctx, ScanOptions{Filter: where})
+	p, err := t.plan(ctx, ScanOptions{Filter: where, NoWAL: true})
 	if err != nil {
 		return manifest.Operation{}, 0, err
 	}

@@ -220,6 +220,9 @@ func (t *Table) Overwrite(ctx context.Context, rdr array.RecordReader, opts ...W
 	if err := t.refreshHead(ctx); err != nil {
 		return t.settleKeyed(ctx, t.newTxn(manifest.OpOverwrite, o), CommitResult{}, err)
 	}
+	if err := t.walPending(ctx); err != nil {
+		return CommitResult{}, err
+	}
 	schema := rdr.Schema()
 	old := t.Schema()
 	ids := make([]int32, schema.NumFields())
@@ -272,6 +275,9 @@ func (t *Table) Delete(ctx context.Context, where string, opts ...WriteOption) (
 	if err := t.refreshHead(ctx); err != nil {
 		return t.settleKeyed(ctx, t.newTxn(manifest.OpDelete, o), CommitResult{}, err)
 	}
+	if err := t.walPending(ctx); err != nil {
+		return CommitResult{}, err
+	}
 	for attempt := 0; ; attempt++ {
 		// A conflict is a decision (the attempt did not and never will commit), so a
 		// re-plan is a new transaction with new deletion vectors.
@@ -301,7 +307,7 @@ func (t *Table) Delete(ctx context.Context, where string, opts ...WriteOption) (
 // vectors, as objects of transaction txnID. It returns the Delete operation and the
 // number of newly deleted rows.
 func (t *Table) planDelete(ctx context.Context, where, txnID string) (manifest.Operation, int64, error) {
-	p, err := t.plan(ctx, ScanOptions{Filter: where, Columns: []string{}})
+	p, err := t.plan(ctx, ScanOptions{Filter: where, Columns: []string{}, NoWAL: true})
 	if err != nil {
 		return manifest.Operation{}, 0, err
 	}

@@ -187,6 +187,9 @@ func (w *Writer) Epoch() uint64 { return w.epoch }
 // Table and Shard name what the writer writes.
 func (w *Writer) Table() string { return w.table }
 
+// FieldIDs are the field ids of the writer's columns (Options.FieldIDs).
+func (w *Writer) FieldIDs() []int32 { return w.opts.FieldIDs }
+
 // Shard is the shard id.
 func (w *Writer) Shard() string { return w.shard }
 
