@@ -12,7 +12,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
-	"github.com/shale-db/shale/internal/fragment"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/wal"
 )
@@ -148,7 +147,7 @@ func (t *Table) WAL(ctx context.Context, shard int) (*WALWriter, error) {
 		FlushInterval:    interval,
 		BacklogSoftBytes: configBytes(cfg, ConfigWALBacklogSoft, DefaultWALBacklogSoft),
 		BacklogHardBytes: configBytes(cfg, ConfigWALBacklogHard, DefaultWALBacklogHard),
-		Compression:      fragment.Compression(t.db.opts.Write.Compression),
+		Compression:      t.db.opts.Write.Compression,
 		Allocator:        t.db.opts.Allocator,
 		MergedWatermark: func(ctx context.Context) (uint64, error) {
 			m, err := t.db.latest(ctx, t.name)

@@ -48,7 +48,7 @@ type MergeWALOptions struct {
 
 // ShardMerge is what one merge did to one shard.
 type ShardMerge struct {
-	Shard       string `json:"shard"`
+	Shard       string `json:"shard"`       // the shard id
 	From        uint64 `json:"from"`        // merged watermark before
 	To          uint64 `json:"to"`          // after: generations (From, To] are in the base table
 	Generations int    `json:"generations"` // To - From
@@ -60,7 +60,7 @@ type ShardMerge struct {
 // merged per shard (empty: nothing to merge, no version).
 type MergeWALResult struct {
 	CommitResult
-	Shards []ShardMerge `json:"shards"`
+	Shards []ShardMerge `json:"shards"` // one per shard merged
 }
 
 // MergeWAL commits every flushed generation above each shard's merged watermark into the

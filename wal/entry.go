@@ -30,16 +30,16 @@ var entryMagic = [4]byte{'S', 'H', 'W', 'E'}
 
 // Entry is one decoded WAL entry: the rows of one group commit.
 type Entry struct {
-	Position    Position
-	Key         string
+	Position    Position            // where it is
+	Key         string              // its object key
 	Fence       bool                // a fence entry (no rows)
 	Generation  uint64              // the generation the writer meant its rows for
 	Incarnation string              // the table incarnation it was written for
 	FieldIDs    []int32             // the field id of each column
 	Schema      *arrow.Schema       // the columns (without WAL metadata)
 	Records     []arrow.RecordBatch // its batches; the caller releases them (Release)
-	Rows        int64
-	Bytes       int64 // the object's size
+	Rows        int64               // rows in Records
+	Bytes       int64               // the object's size
 }
 
 // Release releases the entry's records.

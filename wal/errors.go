@@ -31,11 +31,13 @@ var (
 
 // ObjectError names the WAL object an error is about.
 type ObjectError struct {
-	Table, Shard string
-	Key          string // the object key
-	Err          error
+	Table string // the table
+	Shard string // the shard id
+	Key   string // the object key
+	Err   error  // what is wrong with it
 }
 
+// Error names the table, shard and object.
 func (e *ObjectError) Error() string {
 	return fmt.Sprintf("table %q WAL shard %s: %s: %v", e.Table, e.Shard, e.Key, e.Err)
 }
@@ -46,11 +48,13 @@ func (e *ObjectError) Unwrap() error { return e.Err }
 // FencedError is what a fenced Writer returns: its epoch and the epoch that fenced it.
 // It unwraps to ErrFenced.
 type FencedError struct {
-	Table, Shard string
-	Epoch        uint64 // the fenced writer's epoch
-	By           uint64 // the epoch of the shard manifest that fenced it
+	Table string // the table
+	Shard string // the shard id
+	Epoch uint64 // the fenced writer's epoch
+	By    uint64 // the epoch of the shard manifest that fenced it
 }
 
+// Error gives both epochs.
 func (e *FencedError) Error() string {
 	return fmt.Sprintf("table %q WAL shard %s: writer epoch %d fenced by epoch %d", e.Table, e.Shard, e.Epoch, e.By)
 }

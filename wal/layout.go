@@ -98,8 +98,8 @@ func ShardID(i int) string { return strconv.Itoa(i) }
 // Position is a place in a shard's log: entry Pos (from 1) of writer epoch Epoch. Positions
 // are ordered by epoch, then position; {e, 0} stands before every entry of epoch e.
 type Position struct {
-	Epoch uint64 `cbor:"1,keyasint"`
-	Pos   uint64 `cbor:"2,keyasint"`
+	Epoch uint64 `cbor:"1,keyasint"` // the writer epoch whose directory holds the entry
+	Pos   uint64 `cbor:"2,keyasint"` // the position within it, from 1
 }
 
 // Less reports whether p comes before q.

@@ -15,11 +15,11 @@ import (
 // Every row acknowledged before the read began is in Manifest's generations (or merged
 // into the base table) or in Entries, and none in both.
 type ShardView struct {
-	Manifest *ShardManifest
-	Entries  []*Entry // in position order; release with Release
-	Rows     int64    // rows in Entries
-	Bytes    int64    // bytes of the entry objects read
-	Attempts int      // reads it took (a flush that moved the manifest meanwhile forces another)
+	Manifest *ShardManifest // the newest shard manifest
+	Entries  []*Entry       // in position order; release with Release
+	Rows     int64          // rows in Entries
+	Bytes    int64          // bytes of the entry objects read
+	Attempts int            // reads it took (a flush that moved the manifest meanwhile forces another)
 }
 
 // Release releases the entries' records.

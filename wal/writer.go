@@ -14,6 +14,7 @@ import (
 
 	"github.com/shale-db/shale/internal/failpoint"
 	"github.com/shale-db/shale/internal/fragment"
+	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/store"
 )
 
@@ -37,8 +38,8 @@ type Options struct {
 	// Schema and FieldIDs are the base table's columns and their field ids at open:
 	// appended records must have exactly these columns (names and types, in order), and
 	// generations are written with these field ids. Required.
-	Schema   *arrow.Schema
-	FieldIDs []int32
+	Schema   *arrow.Schema // the columns
+	FieldIDs []int32       // their field ids, one per column
 	// Incarnation is the base table's incarnation (manifest.Manifest.Incarnation).
 	Incarnation string
 	// MaxEntryBytes bounds the records of one group-commit entry (default
@@ -69,14 +70,14 @@ type Options struct {
 	OnFlush func(*ShardManifest)
 	// Compression of generation files (default ZSTD); Allocator for records (default
 	// memory.DefaultAllocator).
-	Compression fragment.Compression
-	Allocator   memory.Allocator
+	Compression manifest.Compression // codec of generation files ("" = ZSTD)
+	Allocator   memory.Allocator     // Arrow memory (nil = memory.DefaultAllocator)
 }
 
 // Ack says where an acknowledged append is durable.
 type Ack struct {
 	Position Position // the entry holding the rows
-	Rows     int64
+	Rows     int64    // rows appended
 }
 
 // Writer appends to one WAL shard as its current writer epoch. Append, Flush, Close and
@@ -244,10 +245,12 @@ func (w *Writer) Append(ctx context.Context, rec arrow.RecordBatch) (Ack, error)
 // was being written, or the put's outcome could not be decided). It is never acknowledged;
 // if the entry landed, the next writer of the shard replays it.
 type UnknownError struct {
-	Table, Shard string
-	Err          error
+	Table string // the table
+	Shard string // the shard id
+	Err   error  // what left the outcome open
 }
 
+// Error says the append's outcome is unknown.
 func (e *UnknownError) Error() string {
 	return fmt.Sprintf("table %q WAL shard %s: append outcome unknown (its rows may be in the log): %v", e.Table, e.Shard, e.Err)
 }
@@ -271,11 +274,13 @@ func (w *Writer) checkSchema(s *arrow.Schema) error {
 
 // BacklogError is ErrBacklog with the numbers.
 type BacklogError struct {
-	Table, Shard string
-	Backlog      int64 // unmerged bytes (generations and memtables)
-	Hard         int64 // the hard limit
+	Table   string // the table
+	Shard   string // the shard id
+	Backlog int64  // unmerged bytes (generations and memtables)
+	Hard    int64  // the hard limit
 }
 
+// Error gives the backlog and the limit.
 func (e *BacklogError) Error() string {
 	return fmt.Sprintf("table %q WAL shard %s: unmerged backlog %d bytes at the hard limit %d (merge the WAL)", e.Table, e.Shard, e.Backlog, e.Hard)
 }
@@ -683,9 +688,9 @@ func (w *Writer) collectEntries(from, to Position) {
 // wrote and the rows of every entry above its replay position (the memtables). The
 // records are retained: call Release.
 type Snapshot struct {
-	Manifest *ShardManifest
-	Records  []arrow.RecordBatch
-	Rows     int64
+	Manifest *ShardManifest      // the shard manifest the writer last wrote
+	Records  []arrow.RecordBatch // the rows above its replay position, in the writer's columns
+	Rows     int64               // rows in Records
 }
 
 // Release releases the snapshot's records.
