@@ -45,8 +45,13 @@ commit instead of publishing a version whose files are gone. --grace keeps gc fr
 aborting writes that are simply still running: a write that runs longer than 30 s holds
 its files in the catalog, a shorter one is protected by --grace alone, so --grace under
 1m needs --no-writers (running writers would fail, nothing would be lost).
+In WAL shards, gc deletes the log entries a flush covered (except the last of each
+writer epoch, which fences a stale writer), generations no shard manifest will list
+(fenced writers', failed flushes') and merged generations no retained version names;
+unmerged generations and a flush in flight are kept whatever --grace says, and old
+shard manifests become tombstones (the newest 10 of each shard are kept).
 Without TABLE every table is collected, and so are the leftovers of dropped tables:
-objects under data/, _deletions/, _txn/ or _versions/ of a prefix with no manifest
+objects under data/, _deletions/, _txn/, _versions/ or _wal/ of a prefix with no manifest
 (a drop that died midway, or a write that raced a drop), unless the catalog still has
 a pointer or a hold for that name or a recovery sidecar names it. In --json the
 recovery step's results are under "outcomes", as in shale recover --json.`,
@@ -161,6 +166,7 @@ func (a *app) printGC(rep gc.Report, grace time.Duration) {
 		if t.HeldExpired > 0 {
 			a.printf("  kept every data file: a live hold needs version %d, which is already expired (run gc again once it is released)\n", t.HeldExpired)
 		}
+		a.printGCWAL(t, expire)
 		if len(t.Unknown) > 0 {
 			a.printf("  kept %s, e.g. %s\n", plural(len(t.Unknown), "unrecognised object"), t.Unknown[0])
 		}
@@ -208,3 +214,31 @@ func versionRange(vs []uint64) string {
 }
 
 func uitoa(v uint64) string { return strconv.FormatUint(v, 10) }
+
+// printGCWAL prints what gc found and kept in a table's WAL shards.
+func (a *app) printGCWAL(t gc.TableReport, expire string) {
+	for _, w := range t.WAL {
+		if w.Skipped != "" {
+			a.printf("  WAL shard %s: kept whole: %s\n", w.Shard, w.Skipped)
+			continue
+		}
+		a.printf("  WAL shard %s: shard manifest version %d (epoch %d, replay position %s), merged through generation %d in every retained version",
+			w.Shard, w.Version, w.Epoch, w.Replay, w.Merged)
+		if n := len(w.ExpiredManifests); n > 0 {
+			a.printf("; %s %s (tombstones)", expire, plural(n, "old shard manifest"))
+		}
+		a.printf("\n")
+	}
+	var parts []string
+	for _, c := range []struct {
+		class gc.Class
+		what  string
+	}{{gc.WALLog, "log entry"}, {gc.WALUnmerged, "unmerged generation file"}, {gc.WALInFlight, "file of a flush in flight"}, {gc.WALUnread, "object of an unreadable shard"}} {
+		if n := t.Kept[c.class]; n > 0 {
+			parts = append(parts, plural(n, c.what))
+		}
+	}
+	if len(parts) > 0 {
+		a.printf("  WAL kept: %s\n", strings.Join(parts, ", "))
+	}
+}
