@@ -562,6 +562,9 @@ func (g *collector) collect(ctx context.Context, refs *Refs, expired []uint64, m
 	for attempt := 1; ; attempt++ {
 		g.foreignShards(g.headManifest)
 		refs.WAL = ClassifyWAL(g.table, objs, g.wal, refs)
+		for i := range g.rep.WAL {
+			g.rep.WAL[i].Merged = g.wal.Merged[g.rep.WAL[i].Shard]
+		}
 		var garbage []store.ObjectInfo
 		kept := map[string]Class{}
 		unfenced := map[string]bool{}

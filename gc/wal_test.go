@@ -254,6 +254,9 @@ func TestWALMergedAndCompactedGenerationsAreCollected(t *testing.T) {
 	if del := deletedKeys(rep); len(del) > 0 && del[gen[0]] {
 		t.Fatalf("gc deleted merged generation file %s, a base fragment of the retained version", gen[0])
 	}
+	if m := rep.Tables[0].WAL[0].Merged; m != 1 {
+		t.Fatalf("the report says merged through %d in every retained version, want 1", m)
+	}
 	if rep.Tables[0].Kept[Referenced] < len(gen) {
 		t.Fatalf("kept %+v, want the generation's %d files referenced", rep.Tables[0].Kept, len(gen))
 	}

@@ -131,6 +131,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.repairCommand(),
 		a.gcCommand(),
 		a.doctorCommand(),
+		a.walCommand(),
 	)
 	// Usage errors from cobra's own checks (arguments, required flags) get exit status 2.
 	for _, c := range root.Commands() {
@@ -234,7 +235,8 @@ func (a *app) open(ctx context.Context) (*engine.DB, error) {
 	}
 	// Every write first rolls forward maintenance a crashed process committed but did not
 	// publish (roll forward only: `shale recover` also rolls back).
-	db, err := engine.Open(ctx, s, engine.Options{Etcd: etcd, BeforeFirstWrite: recovery.Hook(recovery.Options{}), IndexSidecars: recovery.IndexSidecars{Store: s}})
+	db, err := engine.Open(ctx, s, engine.Options{Etcd: etcd, BeforeFirstWrite: recovery.Hook(recovery.Options{}), IndexSidecars: recovery.IndexSidecars{Store: s},
+		MergeSidecars: recovery.MergeSidecars{Store: s}})
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", s.URL(), err)
 	}

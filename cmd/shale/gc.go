@@ -230,13 +230,17 @@ func (a *app) printGCWAL(t gc.TableReport, expire string) {
 		a.printf("\n")
 	}
 	var parts []string
-	for _, c := range []struct {
-		class gc.Class
-		what  string
-	}{{gc.WALLog, "log entry"}, {gc.WALUnmerged, "unmerged generation file"}, {gc.WALInFlight, "file of a flush in flight"}, {gc.WALUnread, "object of an unreadable shard"}} {
-		if n := t.Kept[c.class]; n > 0 {
-			parts = append(parts, plural(n, c.what))
-		}
+	if n := t.Kept[gc.WALLog]; n > 0 {
+		parts = append(parts, logEntries(n)+" (above the replay position, or the last of an epoch)")
+	}
+	if n := t.Kept[gc.WALUnmerged]; n > 0 {
+		parts = append(parts, plural(n, "unmerged generation file"))
+	}
+	if n := t.Kept[gc.WALInFlight]; n > 0 {
+		parts = append(parts, plural(n, "in-flight generation file"))
+	}
+	if n := t.Kept[gc.WALUnread]; n > 0 {
+		parts = append(parts, plural(n, "object")+" of shards whose manifest does not read")
 	}
 	if len(parts) > 0 {
 		a.printf("  WAL kept: %s\n", strings.Join(parts, ", "))

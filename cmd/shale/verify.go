@@ -108,7 +108,7 @@ func (a *app) printVerify(rep *verify.Report) {
 			plural(t.DataFiles, "data file"), plural(t.Deletions, "deletion vector"), humanBytes(t.Bytes))
 		if t.WALShards > 0 {
 			a.printf("%s: WAL: %s, %s read, %s decoded (%s)\n", t.Table, plural(t.WALShards, "shard"),
-				plural(t.WALGenerations, "unmerged generation"), plural(t.WALEntries, "log entry"), plural(t.WALEntryRows, "row"))
+				plural(t.WALGenerations, "unmerged generation"), logEntries(t.WALEntries), plural(t.WALEntryRows, "row"))
 		}
 	}
 	for _, n := range rep.Notes {
