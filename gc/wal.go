@@ -50,7 +50,7 @@ type WALShardReport struct {
 	// Version, Epoch, Replay and NextGeneration are those of the shard manifest read
 	// before the versions (all 0 when Skipped).
 	Version        uint64 `json:"version"`
-	Epoch          uint64 `json:"epoch"`
+	Epoch          uint64 `json:"epoch"`           // the writer epoch that owned the shard
 	Replay         string `json:"replay"`          // the replay position, epoch/position
 	NextGeneration uint64 `json:"next_generation"` // generations at or above it (of the manifest's epoch) are a flush in flight
 	Merged         uint64 `json:"merged"`          // the lowest merged watermark over the retained versions
