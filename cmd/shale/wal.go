@@ -390,6 +390,7 @@ func (a *app) walAppend(ctx context.Context, path, table string, shard int, shar
 	rdr := &progressReader{RecordReader: pk, src: src, p: p}
 	positions := map[wal.Position]bool{}
 	var appendErr error
+	var inFlight int64 // rows of the append whose outcome is unknown (wal.UnknownError)
 	for rdr.Next() {
 		rec := rdr.RecordBatch()
 		if rec.NumRows() == 0 {
@@ -398,6 +399,10 @@ func (a *app) walAppend(ctx context.Context, path, table string, shard int, shar
 		ack, err := w.Append(ctx, rec)
 		if err != nil {
 			appendErr = err
+			var ue *wal.UnknownError
+			if errors.As(err, &ue) {
+				inFlight = rec.NumRows()
+			}
 			break
 		}
 		res.Rows += ack.Rows
@@ -412,13 +417,17 @@ func (a *app) walAppend(ctx context.Context, path, table string, shard int, shar
 	// Ctrl-C: the rows are durable already; flushing them spares the next writer a replay).
 	closeErr := w.Close(context.WithoutCancel(ctx))
 	acked := fmt.Sprintf("%s acknowledged before it (durable in the WAL", plural(res.Rows, "row"))
+	unknown := ""
+	if inFlight > 0 {
+		unknown = fmt.Sprintf("; the next %s were being written when it stopped: they may be in the log, and if so the shard's next writer replays them (shale wal status shows the log)", plural(inFlight, "row"))
+	}
 	switch {
 	case appendErr != nil && ctx.Err() != nil:
-		return nil, &interruptedError{fmt.Sprintf("%s appended to %s through WAL shard %d, the rest of %s not (the rows appended are durable and stay)", plural(res.Rows, "row"), table, shard, path), ctx.Err()}
+		return nil, &interruptedError{fmt.Sprintf("%s appended to %s through WAL shard %d and durable%s; the rest of %s was not appended", plural(res.Rows, "row"), table, shard, unknown, path), ctx.Err()}
 	case appendErr != nil && errors.Is(appendErr, wal.ErrFenced):
 		return nil, fmt.Errorf("%w (another writer opened WAL shard %d of %s meanwhile; %s, that writer flushes them); the rest of the file was not appended", appendErr, shard, table, acked)
 	case appendErr != nil:
-		return nil, fmt.Errorf("%w (%s%s); the rest of the file was not appended", appendErr, acked, closeNote(closeErr))
+		return nil, fmt.Errorf("%w (%s%s)%s; the rest of the file was not appended", appendErr, acked, closeNote(closeErr), unknown)
 	case closeErr != nil && !errors.Is(closeErr, wal.ErrFenced):
 		return nil, fmt.Errorf("all %s are durable in WAL shard %d of %s, but the closing flush failed: %w (the shard's next writer replays them)", plural(res.Rows, "row"), shard, table, closeErr)
 	}
