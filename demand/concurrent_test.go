@@ -55,12 +55,17 @@ func roundEvent(role string, r int) Event {
 }
 
 // race runs role's rounds against prefix: barrier, publish, check that the record
-// contains the event.
-func race(ctx context.Context, cli *clientv3.Client, prefix, role string, rounds int, lost *atomic.Int64) error {
+// contains the event. A participant that fails aborts the others' barriers.
+func race(ctx context.Context, cli *clientv3.Client, prefix, role string, rounds int, lost *atomic.Int64) (err error) {
 	r := New(cli, prefix)
 	defer func() { lost.Add(r.lost.Load()) }()
+	defer func() {
+		if err != nil {
+			cli.Put(context.WithoutCancel(ctx), prefix+"/barrier/abort", role)
+		}
+	}()
 	for round := 1; round <= rounds; round++ {
-		if err := barrier(ctx, cli, fmt.Sprintf("%s/barrier/%d/", prefix, round), role, len(raceRoles)); err != nil {
+		if err := barrier(ctx, cli, prefix+"/barrier/", strconv.Itoa(round), role, len(raceRoles)); err != nil {
 			return fmt.Errorf("round %d: barrier: %w", round, err)
 		}
 		e := roundEvent(role, round)
@@ -69,7 +74,7 @@ func race(ctx context.Context, cli *clientv3.Client, prefix, role string, rounds
 		}
 		resp, err := cli.Get(ctx, r.Key(raceTable, raceShard))
 		if err != nil || len(resp.Kvs) == 0 {
-			return fmt.Errorf("round %d: read back: %v (%d keys)", round, err, len(resp.Kvs))
+			return fmt.Errorf("round %d: read back: %v", round, err)
 		}
 		stored, err := DecodeEvent(resp.Kvs[0].Value)
 		if err != nil {
@@ -82,17 +87,24 @@ func race(ctx context.Context, cli *clientv3.Client, prefix, role string, rounds
 	return nil
 }
 
-// barrier registers name under pre and returns once n names are there (an etcd watch, no
-// polling).
-func barrier(ctx context.Context, cli *clientv3.Client, pre, name string, n int) error {
-	if _, err := cli.Put(ctx, pre+name, "1"); err != nil {
+// barrier registers name for round under pre (pre+round+"/"+name) and returns once n
+// names are registered for the round, or fails once pre+"abort" exists (an etcd watch,
+// no polling).
+func barrier(ctx context.Context, cli *clientv3.Client, pre, round, name string, n int) error {
+	roundPre := pre + round + "/"
+	if _, err := cli.Put(ctx, roundPre+name, "1"); err != nil {
 		return err
 	}
-	resp, err := cli.Get(ctx, pre, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := cli.Txn(ctx).Then(
+		clientv3.OpGet(roundPre, clientv3.WithPrefix(), clientv3.WithCountOnly()),
+		clientv3.OpGet(pre+"abort")).Commit()
 	if err != nil {
 		return err
 	}
-	count := int(resp.Count)
+	if len(resp.Responses[1].GetResponseRange().Kvs) > 0 {
+		return errors.New("another participant failed")
+	}
+	count := int(resp.Responses[0].GetResponseRange().Count)
 	if count >= n {
 		return nil
 	}
@@ -103,7 +115,10 @@ func barrier(ctx context.Context, cli *clientv3.Client, pre, name string, n int)
 			return err
 		}
 		for _, e := range wr.Events {
-			if e.Type == clientv3.EventTypePut && e.IsCreate() {
+			switch k := string(e.Kv.Key); {
+			case k == pre+"abort":
+				return errors.New("another participant failed")
+			case strings.HasPrefix(k, roundPre) && e.Type == clientv3.EventTypePut && e.IsCreate():
 				count++
 			}
 		}

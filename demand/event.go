@@ -200,7 +200,7 @@ func (e Event) Encode() []byte {
 
 // wireEvent is Event as decoded, with pointers to tell absent required fields.
 type wireEvent struct {
-	V                  *json.RawMessage `json:"v"`
+	V                  json.RawMessage  `json:"v"`
 	Shard              *string          `json:"shard"`
 	IncarnationSince   uint64           `json:"incarnation_since"`
 	SealedThrough      *uint64          `json:"sealed_through"`
@@ -218,24 +218,25 @@ type wireEvent struct {
 // sealed_through, flushed_at_ms, writer_epoch, source) and Validate; those failures wrap
 // ErrCorrupt. Unknown fields are ignored. v 0 (or absent) decodes as CurrentVersion.
 func (e *Event) UnmarshalJSON(b []byte) error {
-	var probe struct {
-		V json.RawMessage `json:"v"`
-	}
-	if err := json.Unmarshal(b, &probe); err != nil {
+	var w wireEvent
+	if err := json.Unmarshal(b, &w); err != nil {
+		// A newer schema may change shapes: its version, when readable, decides the error.
+		var probe struct {
+			V json.RawMessage `json:"v"`
+		}
+		if json.Unmarshal(b, &probe) == nil {
+			if v, ok := parseVersion(probe.V); ok && checkVersion(v) != nil {
+				return checkVersion(v)
+			}
+		}
 		return fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
-	v := 0
-	if len(probe.V) > 0 && !bytes.Equal(probe.V, []byte("null")) {
-		if err := json.Unmarshal(probe.V, &v); err != nil {
-			return fmt.Errorf("%w: v is %s, not an integer", ErrCorrupt, probe.V)
-		}
+	v, ok := parseVersion(w.V)
+	if !ok {
+		return fmt.Errorf("%w: v is %s, not an integer", ErrCorrupt, w.V)
 	}
 	if err := checkVersion(v); err != nil {
 		return err
-	}
-	var w wireEvent
-	if err := json.Unmarshal(b, &w); err != nil {
-		return fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	var missing []string
 	for _, f := range []struct {
@@ -262,6 +263,18 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return nil
+}
+
+// parseVersion reads a raw "v": absent or null is 0.
+func parseVersion(raw json.RawMessage) (int, bool) {
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return 0, true
+	}
+	var v int
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return 0, false
+	}
+	return v, true
 }
 
 // DecodeEvent decodes a stored record or a published event (see Event.UnmarshalJSON).

@@ -200,10 +200,24 @@ func (k AgeKind) String() string {
 	return fmt.Sprintf("AgeKind(%d)", int(k))
 }
 
+// MarshalText returns String's form ("exact", "upper bound", …), so JSON shows words.
+func (k AgeKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// UnmarshalText reads String's form. Errors: ErrInvalid for any other text.
+func (k *AgeKind) UnmarshalText(b []byte) error {
+	for c := AgeNone; c <= AgeUnknown; c++ {
+		if c.String() == string(b) {
+			*k = c
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: age kind %q", ErrInvalid, b)
+}
+
 // Age is when the oldest pending generation was flushed, and how exactly that is known.
 type Age struct {
 	AtMs int64   `json:"at_ms,omitempty"` // Unix ms; 0 unless Kind is AgeExact or AgeUpperBound
-	Kind AgeKind `json:"kind"`
+	Kind AgeKind `json:"kind"`            // how exactly AtMs is known
 }
 
 // OldestPending returns the flush time of generation merged+1 (AgeExact) when the map

@@ -115,13 +115,21 @@ func (r *Records) readOnce(ctx context.Context, pre string) (*Snapshot, error) {
 			return snap, nil
 		}
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
-		switch size := responseBytes(resp); {
-		case size > PageLargeBytes && limit > 1:
-			limit = max(1, limit/2)
-		case size < PageLargeBytes/4 && limit < PageKeys && limit*2 < ceiling:
-			limit *= 2
-		}
+		limit = nextPage(limit, ceiling, responseBytes(resp))
 	}
+}
+
+// nextPage is the page size after a page of limit keys that came to size bytes, given the
+// smallest size refused so far (ceiling): halve when the page was large, double when it
+// was small (up to PageKeys, and never to the ceiling), else keep it.
+func nextPage(limit, ceiling int64, size int) int64 {
+	switch {
+	case size > PageLargeBytes && limit > 1:
+		return max(1, limit/2)
+	case size < PageLargeBytes/4 && limit < PageKeys && limit*2 < ceiling:
+		return limit * 2
+	}
+	return limit
 }
 
 // foldKV folds one stored record into the snapshot, or lists it as skipped.

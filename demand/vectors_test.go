@@ -1,6 +1,7 @@
 package demand
 
 import (
+	"encoding/json"
 	"errors"
 	"maps"
 	"slices"
@@ -391,5 +392,20 @@ func TestV1RegressionDonts(t *testing.T) {
 	step(ev("b", 5, none, 3, W), true, Mark{60, 1}, 20)
 	if m := td.Shards["b"].Merged; m != (Mark{40, 2}) {
 		t.Fatalf("merged %v, want 40@e2 kept", m)
+	}
+}
+
+// An Age reads as words in JSON (for `shale wal status --json`) and back.
+func TestAgeJSON(t *testing.T) {
+	b, err := json.Marshal(Age{AtMs: 150, Kind: AgeUpperBound})
+	if err != nil || string(b) != `{"at_ms":150,"kind":"upper bound"}` {
+		t.Fatalf("%s %v", b, err)
+	}
+	var a Age
+	if err := json.Unmarshal(b, &a); err != nil || a != (Age{AtMs: 150, Kind: AgeUpperBound}) {
+		t.Fatalf("%+v %v", a, err)
+	}
+	if err := json.Unmarshal([]byte(`{"kind":"soon"}`), &a); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("unknown kind: %v", err)
 	}
 }
