@@ -77,8 +77,9 @@
 // PublishAttempts times with jittered backoff; it writes only when the join changes the
 // record. Records are only put (and removed by DeleteTable); a write never depends on any
 // other key, so one shard's publish never fails another's. A Publisher runs publishes
-// detached from the write path: bounded concurrency, a hard timeout, and drop-and-count
-// when full, so it never blocks or fails its caller. ReadTable and ReadAll read records at
+// detached from the write path: bounded concurrency, a hard timeout per publish, events
+// that wait for a slot joined per shard (lossless, by the join), and drop-and-count past a
+// bound, so it never blocks or fails its caller. ReadTable and ReadAll read records at
 // one etcd revision, paged by bytes (start at 512 keys, halve when a response is large or
 // refused as too big, grow back), and fold them into TableDemands.
 //
