@@ -409,3 +409,27 @@ func TestAgeJSON(t *testing.T) {
 		t.Fatalf("unknown kind: %v", err)
 	}
 }
+
+// A table's oldest pending age is exact only when every pending shard's is: a shard whose
+// pending generations have no time, or only a bound, makes the table's a bound; a table
+// whose pending shards have no time at all is unknown.
+func TestTableAgeKinds(t *testing.T) {
+	exact := flush("a", 1, 500)
+	noTime := ev("b", 4, 1, 1, X) // executor only: 3 pending, no flush time
+	bound := []Event{flush("c", 5, 900), ev("c", 5, 2, 1, X)}
+	for _, c := range []struct {
+		events []Event
+		want   Age
+	}{
+		{[]Event{exact}, Age{AtMs: 500, Kind: AgeExact}},
+		{[]Event{exact, noTime}, Age{AtMs: 500, Kind: AgeUpperBound}},
+		{[]Event{noTime}, Age{Kind: AgeUnknown}},
+		{append([]Event{exact}, bound...), Age{AtMs: 500, Kind: AgeUpperBound}},
+		{append([]Event{noTime}, bound...), Age{AtMs: 900, Kind: AgeUpperBound}},
+		{[]Event{ev("d", 3, 3, 1, W)}, Age{Kind: AgeNone}},
+	} {
+		if got := fold(t, c.events...).OldestPending(); got != c.want {
+			t.Errorf("%+v: oldest %+v, want %+v", c.events, got, c.want)
+		}
+	}
+}
