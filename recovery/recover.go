@@ -250,6 +250,7 @@ var (
 	seamAfterFence          = failpoint.Seam("recovery.after_fence")  // roll back: the abort version committed
 	seamMidDelete           = failpoint.Seam("recovery.mid_delete")   // after the first data file delete
 	seamBeforeSidecarDelete = failpoint.Seam("recovery.before_sidecar_delete")
+	seamAfterSidecarDelete  = failpoint.Seam("recovery.after_sidecar_delete") // before the claim is released
 )
 
 type claim struct {
@@ -605,6 +606,9 @@ func (r *recoverer) deleteFiles(ctx context.Context, key string, sc Sidecar, out
 	}
 	if err := r.s.Delete(ctx, key); err != nil {
 		return out, fmt.Errorf("delete sidecar %s: %w", key, err)
+	}
+	if err := seamAfterSidecarDelete.Inject(ctx); err != nil {
+		return out, err
 	}
 	return out, nil
 }

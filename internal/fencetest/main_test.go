@@ -59,8 +59,8 @@ func batch(from, to int64) arrow.RecordBatch {
 	return b.NewRecordBatch()
 }
 
-// child runs one operation (mode "append", "delete", "compact", "group", "commit" or
-// "pin") on table TABLE and prints its result. A write hold is taken at once
+// child runs one operation (mode "append", "delete", "compact", "group", "commit", "pin"
+// or "recover") on table TABLE and prints its result. A write hold is taken at once
 // (WriteHoldAfter 1 ms; HOLD_AFTER, a Go duration, overrides it, negative for never), so
 // the parent can show that the hold's lease is not what keeps the write safe.
 func child(mode string) int {
@@ -85,6 +85,9 @@ func child(mode string) int {
 		return report(commitRecord(ctx, db))
 	case "pin":
 		return report(pinAndScan(ctx, db))
+	case "recover":
+		_, err := recovery.Recover(ctx, db.Store(), db.Catalog(), os.Getenv("TABLE"), recovery.Options{MinAge: -1})
+		return report(engine.CommitResult{}, err)
 	}
 	tbl, err := db.OpenTable(ctx, os.Getenv("TABLE"))
 	if err != nil {

@@ -198,3 +198,53 @@ func TestPinInAnotherProcessSurvivesGCRuns(t *testing.T) {
 	}
 	checkSound(t, s, db, "t")
 }
+
+// TestOrphanedClaimOfKilledRecoveryIsCollected (issue 8 item 11): a recovery in another
+// process resolves a crashed compaction's sidecar and is killed (SIGKILL at a seam)
+// after deleting the sidecar and before releasing its claim. Nothing will ever look at
+// that claim again (recovery claims only sidecars it lists): garbage collection deletes
+// it once it is older than the claim TTL, and keeps it while younger.
+func TestOrphanedClaimOfKilledRecoveryIsCollected(t *testing.T) {
+	ctx := context.Background()
+	s, db := setup(t)
+	tbl, err := db.OpenTable(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := int64(1); i <= 3; i++ {
+		rec := batch(100*i, 100*i+10)
+		if _, err := tbl.AppendRecord(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+	}
+	startChild(t, s, "compact", "t", failpoint.EnvVar+"=manifest.before_version_put=kill").waitKilled(t)
+	enginetest.ExpireHolds(t, db, "t")
+	keys, err := recovery.Pending(ctx, s, "t")
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("sidecars %v, %v; want the killed compaction's", keys, err)
+	}
+	claim := strings.TrimSuffix(keys[0], ".json") + ".claim"
+	startChild(t, s, "recover", "t", failpoint.EnvVar+"=recovery.after_sidecar_delete=kill").waitKilled(t)
+	if _, err := s.Head(ctx, keys[0]); err == nil {
+		t.Fatalf("the killed recovery left its sidecar %s", keys[0])
+	}
+	if _, err := s.Head(ctx, claim); err != nil {
+		t.Fatalf("the killed recovery's claim %s: %v (the test needs it left behind)", claim, err)
+	}
+	if rep, err := recovery.Recover(ctx, s, db.Catalog(), "", recovery.Options{MinAge: -1}); err != nil || len(rep.Outcomes) != 0 {
+		t.Fatalf("recover after the killed one: %+v, %v; want nothing to do", rep, err)
+	}
+	young, err := gc.RunWithRecover(ctx, s, db.Catalog(), "", gc.Policy{GracePeriod: -1}, recovery.Options{MinAge: -1})
+	if err != nil || len(young.OrphanClaims) != 0 || young.OrphanClaimsKept != 1 {
+		t.Fatalf("gc with the default claim TTL: orphans %v, kept %d, %v; want the young claim kept", young.OrphanClaims, young.OrphanClaimsKept, err)
+	}
+	rep, err := gc.RunWithRecover(ctx, s, db.Catalog(), "", gc.Policy{GracePeriod: -1}, recovery.Options{MinAge: -1, ClaimTTL: time.Nanosecond})
+	if err != nil || len(rep.OrphanClaims) != 1 || rep.OrphanClaims[0].Key != claim {
+		t.Fatalf("gc past the claim TTL: orphans %v, %v; want %s", rep.OrphanClaims, err, claim)
+	}
+	if _, err := s.Head(ctx, claim); err == nil {
+		t.Fatalf("gc reported %s collected, but it is still there", claim)
+	}
+	checkSound(t, s, db, "t")
+}
