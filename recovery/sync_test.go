@@ -2,12 +2,14 @@ package recovery
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/shale-db/shale/compaction"
 	"github.com/shale-db/shale/engine"
+	"github.com/shale-db/shale/internal/fragment"
 	"github.com/shale-db/shale/internal/storetest"
 	"github.com/shale-db/shale/manifest"
 )
@@ -130,4 +132,69 @@ func TestFencePublishesOnceTheVersionsBelowAre(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRollBackFencesAttemptsAnEarlierAbortDoesNotName: a sidecar whose first attempt an
+// earlier roll back fenced, and whose second attempt is still unfenced. That state is
+// reached by a compaction a roll back caught paused (its hold gone, or with no catalog
+// after the minimum age): the roll back fenced attempt A and deleted the sidecar; resumed,
+// A's commit met a conflict before the abort (Rejected), the run replanned and rewrote the
+// sidecar with attempt B, then paused again. The next roll back must fence B too before
+// deleting B's files (an abort naming A alone does not stop B), so B's late commit fails
+// instead of publishing a version whose files are gone (invariant 15).
+func TestRollBackFencesAttemptsAnEarlierAbortDoesNotName(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.Mem(t)
+	db := openDB(t, s)
+	makeTable(t, db, "t", 2, 10)
+	head, err := manifest.LoadHead(ctx, s, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := manifest.NewTransactionID()
+	earlier, err := Fence(ctx, s, db.Catalog(), head, []string{a}, nil, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, err := manifest.LoadHead(ctx, s, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Attempt B, planned after the abort: its data file and transaction, not committed.
+	b := manifest.NewTransaction(read.Version, manifest.Operation{Kind: manifest.OpAppend})
+	w, err := fragment.NewWriter(ctx, s, manifest.TxnDataDir("t", b.ID), read.Schema.MustArrow(), read.Schema.FieldIDs, fragment.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := oneRow(1000)
+	err = w.Write(rec)
+	rec.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Op.NewFragments = []manifest.Fragment{{Files: files, PhysicalRows: files[0].Rows}}
+	op := manifest.NewTransactionID()
+	sc := Sidecar{Format: Format, Kind: KindCompaction, OperationID: op, Table: "t", Created: time.Now().UTC(),
+		PublishedAtStart: head.Version, Attempts: []Attempt{
+			{TxnID: a, ReadVersion: head.Version, DataPrefix: manifest.TxnDataDir("t", a) + "/", Rejected: true},
+			{TxnID: b.ID, ReadVersion: read.Version, DataPrefix: manifest.TxnDataDir("t", b.ID) + "/"},
+		}}
+	if err := s.Put(ctx, Key(op), sc.Encode()); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Recover(ctx, s, db.Catalog(), "t", Options{MinAge: -1})
+	if err != nil || len(rep.Outcomes) != 1 || rep.Outcomes[0].Action != RolledBack || len(rep.Outcomes[0].DeletedFiles) != 1 {
+		t.Fatalf("recover: %+v, %v; want B rolled back and its file deleted", rep, err)
+	}
+	if f := rep.Outcomes[0].Fence; f == 0 || f == earlier.Version {
+		t.Fatalf("recover fenced at v%d (the earlier abort naming only A is v%d); want a fence naming B", f, earlier.Version)
+	}
+	if _, _, err := manifest.Commit(ctx, s, "t", read, b, manifest.CommitOptions{}); !errors.Is(err, manifest.ErrTxnAborted) {
+		t.Fatalf("B's late commit after its files were deleted: %v; want ErrTxnAborted", err)
+	}
+	checkRecovered(t, s, db, "t", rowsOf(t, db, "t"))
 }
