@@ -213,6 +213,11 @@ func (p *scanPlan) useIndexes(ctx context.Context) error {
 		use := &p.indexUses[slices.IndexFunc(p.indexUses, func(u IndexUse) bool { return u.Name == best.g.name })]
 		use.Used = true
 		use.Reason = ""
+		for i := range p.indexUses {
+			if u := &p.indexUses[i]; u.Kind == index.KindBTree && !u.Used && u.Reason == "" {
+				u.Reason = fmt.Sprintf("%s has fewer candidate rows", best.g.name)
+			}
+		}
 		for _, r := range best.readers {
 			addrs, st, err := r.Search(ctx, col, cond)
 			if err != nil {
@@ -316,6 +321,7 @@ func (p *scanPlan) useIndexes(ctx context.Context) error {
 		return nil
 	}
 	p.pruned.BatchesPruned += before - kept
+	p.indexPruned = before - kept
 	p.tasks = tasks
 	return nil
 }
@@ -333,6 +339,9 @@ type ScanPlan struct {
 	FragmentsPruned int `json:"fragments_pruned"` // skipped whole: no live rows, or statistics show no row can match
 	Batches         int `json:"batches"`          // record batches of the fragments kept
 	BatchesPruned   int `json:"batches_pruned"`   // of Batches, skipped by statistics or by an index
+	// BatchesPrunedByIndex is the part of BatchesPruned that indexes skipped (batches
+	// statistics kept that hold no candidate row).
+	BatchesPrunedByIndex int `json:"batches_pruned_by_index"`
 	// BatchesRead is what the scan reads (one range request each, plus one per data file
 	// opened).
 	BatchesRead int `json:"batches_read"`
@@ -342,7 +351,7 @@ type ScanPlan struct {
 
 func (p *scanPlan) describe() ScanPlan {
 	sp := ScanPlan{Fragments: p.pruned.Fragments, FragmentsPruned: p.pruned.FragmentsPruned, Batches: p.pruned.Batches,
-		BatchesPruned: p.pruned.BatchesPruned, BatchesRead: len(p.tasks), Indexes: p.indexUses}
+		BatchesPruned: p.pruned.BatchesPruned, BatchesPrunedByIndex: p.indexPruned, BatchesRead: len(p.tasks), Indexes: p.indexUses}
 	if p.expr != nil {
 		sp.Filter = p.expr.String()
 	}

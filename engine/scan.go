@@ -63,8 +63,9 @@ type scanPlan struct {
 	tasks    []batchTask
 	pruned   ScanStats
 	// indexUses says how the planner used each index it considered.
-	indexUses []IndexUse
-	force     bool // ScanOptions.forceIndexes
+	indexUses   []IndexUse
+	indexPruned int  // batches statistics kept that the indexes skipped
+	force       bool // ScanOptions.forceIndexes
 }
 
 // ScanStats count what a scan's pruning skipped (ScanPlan has the same counts and more).
