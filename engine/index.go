@@ -207,6 +207,13 @@ func (t *Table) CreateIndex(ctx context.Context, spec IndexSpec) (IndexResult, e
 // MaxIndexSegments segments, it rebuilds the whole index as one segment instead. Nothing
 // to cover commits nothing. Errors: ErrIndexNotFound, and CreateIndex's.
 func (t *Table) UpdateIndex(ctx context.Context, name string) (IndexResult, error) {
+	return t.UpdateIndexProgress(ctx, name, nil)
+}
+
+// UpdateIndexProgress is UpdateIndex calling progress (when not nil) as rows are read,
+// as IndexSpec.Progress: done rows of total, the rows of the fragments the update reads,
+// from the building goroutine.
+func (t *Table) UpdateIndexProgress(ctx context.Context, name string, progress func(done, total int64)) (IndexResult, error) {
 	if t.readOnly {
 		return IndexResult{}, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
 	}
@@ -217,7 +224,7 @@ func (t *Table) UpdateIndex(ctx context.Context, name string) (IndexResult, erro
 	if g == nil {
 		return IndexResult{}, fmt.Errorf("table %q: %w: %q", t.name, ErrIndexNotFound, name)
 	}
-	spec := IndexSpec{Name: g.name, Kind: g.kind}
+	spec := IndexSpec{Name: g.name, Kind: g.kind, Progress: progress}
 	covered := map[uint32]bool{}
 	for _, s := range g.segs {
 		for _, f := range s.Fragments {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -137,4 +138,59 @@ func TestDeleteAndUpdatePlanWithIndexes(t *testing.T) {
 		t.Fatalf("with the index: delete read %d batches (want ≤ 2), update %d (want 1): they did not use the index", delWith, updWith)
 	}
 	t.Logf("batches read: delete %d with the index, %d without; update %d with, %d without", delWith, delWithout, updWith, delWithout)
+}
+
+// TestIndexSkippedWhenStatisticsLeaveOneBatch: on data sorted by the indexed column a
+// narrow range is pruned by statistics to one batch; the planner then leaves the index
+// out before reading any of its objects (it could only add requests), says why, and the
+// scan makes the same requests as one without indexes and returns the same rows.
+func TestIndexSkippedWhenStatisticsLeaveOneBatch(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, "")
+	db.opts.Write.MaxRowsPerBatch = 1000
+	tbl, err := db.CreateTable(ctx, "sorted", spreadSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, spreadSchema)
+	for i := int64(0); i < spreadRows; i++ {
+		b.Field(0).(*array.Int64Builder).Append(i)
+		b.Field(1).(*array.Int64Builder).Append(i) // sorted: batch statistics are tight
+		b.Field(2).AppendNull()
+	}
+	rec := b.NewRecordBatch()
+	b.Release()
+	defer rec.Release()
+	if _, err := tbl.AppendRecord(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tbl.CreateIndex(ctx, IndexSpec{Columns: []string{"k"}}); err != nil {
+		t.Fatal(err)
+	}
+	db.indexes = indexCache{} // cold: a read of the lookup would show
+	const where = "k >= 12100 AND k < 12200"
+	plan, err := tbl.Explain(ctx, ScanOptions{Filter: where})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.BatchesRead != 1 || len(plan.Indexes) != 1 || plan.Indexes[0].Used || plan.Indexes[0].PagesRead != 0 ||
+		!strings.Contains(plan.Indexes[0].Reason, "statistics leave 1 of the batches") {
+		t.Fatalf("plan: %+v", plan)
+	}
+	requests := func(opts ScanOptions) (int64, []int64) {
+		before := db.store.Counters().Snapshot()
+		ids := scanIDs(t, tbl, opts)
+		return db.store.Counters().Snapshot().Sub(before).Total(), ids
+	}
+	withReqs, withIDs := requests(ScanOptions{Columns: []string{"id"}, Filter: where})
+	withoutReqs, withoutIDs := requests(ScanOptions{Columns: []string{"id"}, Filter: where, NoIndex: true})
+	if withReqs != withoutReqs || !slices.Equal(withIDs, withoutIDs) || len(withIDs) != 100 {
+		t.Fatalf("with the index: %d requests, %d rows; without: %d requests, %d rows", withReqs, len(withIDs), withoutReqs, len(withoutIDs))
+	}
+	// A point lookup that statistics leave to one batch skips the index too; forcing it
+	// reads the index (and still returns the same row).
+	forced, err := tbl.Explain(ctx, ScanOptions{Filter: "k = 777", ForceIndexes: true})
+	if err != nil || !forced.Indexes[0].Used || forced.Indexes[0].PagesRead == 0 {
+		t.Fatalf("forced plan: %+v %v", forced, err)
+	}
 }

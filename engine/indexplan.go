@@ -8,6 +8,7 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 
+	"github.com/shale-db/shale/engine/filter"
 	"github.com/shale-db/shale/index"
 	"github.com/shale-db/shale/index/btree"
 	"github.com/shale-db/shale/index/zonemap"
@@ -167,17 +168,29 @@ func (p *scanPlan) useIndexes(ctx context.Context) error {
 			continue
 		}
 		col, ok := names[g.fieldIDs[0]]
+		var cond *filter.Expr
+		hasCond := false
+		if ok && g.kind == index.KindBTree {
+			cond, hasCond = p.expr.Implied(col)
+		}
+		// Batches statistics left in the fragments the index covers: with one or none an
+		// index can only cost requests (reading its objects) and save nothing.
+		left := 0
+		for _, task := range p.tasks {
+			if covered[task.frag.ID] {
+				left++
+			}
+		}
 		switch {
 		case len(covered) == 0:
 			use.Reason = "it covers no live fragment"
 		case !ok:
 			use.Reason = "its column left the schema"
+		case g.kind == index.KindBTree && !hasCond:
+			use.Reason = fmt.Sprintf("the filter puts no condition on %s alone", col)
+		case !p.force && left <= 1:
+			use.Reason = fmt.Sprintf("statistics leave %d of the batches of the fragments it covers: it has nothing to skip", left)
 		case g.kind == index.KindBTree:
-			cond, has := p.expr.Implied(col)
-			if !has {
-				use.Reason = fmt.Sprintf("the filter puts no condition on %s alone", col)
-				break
-			}
 			c := &treeChoice{g: g, covered: covered}
 			var coveredRows int64
 			for _, f := range m.Fragments {
@@ -252,7 +265,7 @@ func (p *scanPlan) useIndexes(ctx context.Context) error {
 	for i := range p.indexUses {
 		use := &p.indexUses[i]
 		g := groups[slices.IndexFunc(groups, func(g *indexGroup) bool { return g.name == use.Name })]
-		if g.kind != index.KindZoneMap || use.FragmentsCovered == 0 {
+		if g.kind != index.KindZoneMap || use.FragmentsCovered == 0 || use.Reason != "" {
 			continue
 		}
 		use.Used = true
