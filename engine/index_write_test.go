@@ -174,7 +174,7 @@ func TestIndexSkippedWhenStatisticsLeaveOneBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	if plan.BatchesRead != 1 || len(plan.Indexes) != 1 || plan.Indexes[0].Used || plan.Indexes[0].PagesRead != 0 ||
-		!strings.Contains(plan.Indexes[0].Reason, "statistics leave 1 of the batches") {
+		!strings.Contains(plan.Indexes[0].Reason, "statistics already leave 1 batch") {
 		t.Fatalf("plan: %+v", plan)
 	}
 	requests := func(opts ScanOptions) (int64, []int64) {

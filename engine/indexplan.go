@@ -188,8 +188,10 @@ func (p *scanPlan) useIndexes(ctx context.Context) error {
 			use.Reason = "its column left the schema"
 		case g.kind == index.KindBTree && !hasCond:
 			use.Reason = fmt.Sprintf("the filter puts no condition on %s alone", col)
-		case !p.force && left <= 1:
-			use.Reason = fmt.Sprintf("statistics leave %d of the batches of the fragments it covers: it has nothing to skip", left)
+		case !p.force && left == 0:
+			use.Reason = "statistics already skip every batch of the fragments it covers"
+		case !p.force && left == 1:
+			use.Reason = "statistics already leave 1 batch of the fragments it covers: it could only add requests"
 		case g.kind == index.KindBTree:
 			c := &treeChoice{g: g, covered: covered}
 			var coveredRows int64
