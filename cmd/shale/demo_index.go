@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/shale-db/shale/engine"
+	"github.com/shale-db/shale/index"
 	"github.com/shale-db/shale/store"
 )
 
@@ -49,7 +50,7 @@ func (a *app) measureScan(ctx context.Context, t *engine.Table, opts engine.Scan
 // demoBuildIndex builds a BTree on column with the progress bar and says what it built.
 func (a *app) demoBuildIndex(ctx context.Context, t *engine.Table, column string) error {
 	start := time.Now()
-	progress, finish := a.indexProgress("indexing " + column)
+	progress, finish := a.indexProgress("indexing "+column, index.KindBTree)
 	res, err := t.CreateIndex(ctx, engine.IndexSpec{Columns: []string{column}, Replace: true, Progress: progress})
 	finish()
 	if err != nil {

@@ -149,7 +149,7 @@ func (a *app) createIndex(ctx context.Context, table string, spec engine.IndexSp
 	}
 	replaced := spec.Replace && hasIndex(t, spec.Name)
 	var finish func()
-	spec.Progress, finish = a.indexProgress(fmt.Sprintf("indexing %s (%s)", strings.Join(spec.Columns, ", "), spec.Kind))
+	spec.Progress, finish = a.indexProgress(fmt.Sprintf("indexing %s (%s)", strings.Join(spec.Columns, ", "), spec.Kind), spec.Kind)
 	res, err := t.CreateIndex(ctx, spec)
 	finish()
 	if err != nil {
@@ -171,7 +171,11 @@ func hasIndex(t *engine.Table, name string) bool {
 // indexProgress returns the progress callback of an index build and the function that
 // removes its bar when the build is over. The bar appears with the first batch read
 // (the engine then says how many rows the build reads).
-func (a *app) indexProgress(label string) (func(done, total int64), func()) {
+func (a *app) indexProgress(label, kind string) (func(done, total int64), func()) {
+	then := "sorting and storing"
+	if kind == index.KindZoneMap {
+		then = "storing"
+	}
 	var p *progress
 	said := false
 	update := func(done, total int64) {
@@ -183,12 +187,13 @@ func (a *app) indexProgress(label string) (func(done, total int64), func()) {
 		}
 		p.update(done, 0)
 		if done >= total && !said {
-			// Reading is done; a btree then sorts and stores its pages.
+			// Reading is done; a btree then sorts and stores its pages, a zone map stores
+			// its one object.
 			said = true
 			if p.bar != nil {
-				p.bar.Describe(label + ": sorting and storing")
+				p.bar.Describe(label + ": " + then)
 			} else {
-				fmt.Fprintf(a.stderr, "%s: %s read, %s; sorting and storing\n", label, plural(done, "row"), seconds(time.Since(p.start)))
+				fmt.Fprintf(a.stderr, "%s: %s read, %s; %s\n", label, plural(done, "row"), seconds(time.Since(p.start)), then)
 			}
 		}
 	}
@@ -263,7 +268,13 @@ commits nothing. 'shale index list' shows the coverage.`,
 				return err
 			}
 			before := t.Version()
-			progress, finish := a.indexProgress("indexing " + args[1])
+			kind := ""
+			for _, ix := range t.Indexes() {
+				if ix.Name == args[1] {
+					kind = ix.Kind
+				}
+			}
+			progress, finish := a.indexProgress("indexing "+args[1], kind)
 			res, err := t.UpdateIndexProgress(ctx, args[1], progress)
 			finish()
 			if err != nil {
