@@ -380,3 +380,33 @@ func TestIndexBadInput(t *testing.T) {
 	e.fails(1, []string{"not found", "the table was dropped"}, "index", "create", tbl, "--column", "id")
 	e.fails(1, []string{"not found"}, "index", "list", tbl)
 }
+
+// TestIndexCreateInterrupted: Ctrl-C while an index build holds its written objects before
+// its commit ends it saying nothing was committed; the table keeps its version and has no
+// index, no recovery sidecar is left, and gc deletes the build's objects.
+func TestIndexCreateInterrupted(t *testing.T) {
+	e := sharedEnv(t)
+	tbl := e.table("ixint")
+	e.ok("import", e.spreadCSV("a.csv", 0, 20000), "--table", tbl)
+	before := e.manifests(tbl)
+	gate := filepath.Join(e.dir, "never") // never created: the build waits until interrupted
+	r := e.interruptAt("engine.index_commit=block("+gate+")", func() bool { return e.indexObjects(tbl) >= 2 },
+		"index", "create", tbl, "--column", "k")
+	if r.code != exitError || !strings.Contains(r.stderr, "shale: error: interrupted: no index was committed; the objects the build wrote are deleted by 'shale gc'") {
+		t.Fatalf("interrupted index create: %v", r)
+	}
+	if m := e.manifests(tbl); m != before {
+		t.Fatalf("%d manifests after the interrupted build, %d before", m, before)
+	}
+	if l := e.indexList(tbl); len(l) != 0 {
+		t.Fatalf("indexes after the interrupted build: %+v", l)
+	}
+	if n := e.count("_recovery/*")(); n != 0 {
+		t.Fatalf("%d recovery sidecars left", n)
+	}
+	e.ok("gc", tbl, "--grace", "0s", "--no-writers")
+	if n := e.indexObjects(tbl); n != 0 {
+		t.Fatalf("%d index objects left after gc", n)
+	}
+	e.ok("verify", tbl)
+}
