@@ -20,9 +20,11 @@ const indexLong = `Scalar indexes make filtered queries read less. Two kinds:
            lookup of each page's min and max. A condition on the column (=, <, <=, >,
            >=, BETWEEN, IN, IS [NOT] NULL, and AND/OR of them) reads the lookup and only
            the pages that can match, then only the record batches holding those rows.
-           It pays where statistics cannot prune: a column the data is not sorted by.
+           It pays where statistics cannot prune and the matching rows sit in few of
+           the record batches (65,536 rows each) a scan reads whole: a rare value of a
+           column the data is not sorted by.
   zonemap  one or more columns: min, max and null count per zone of 8,192 rows; a scan
-           skips the zones that cannot match.
+           skips the record batches none of whose zones can match.
 
 An index covers the fragments it was built from. Every query, count, delete and update
 uses the indexes for the fragments they cover and scans the others, so results never
