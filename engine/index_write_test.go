@@ -194,3 +194,30 @@ func TestIndexSkippedWhenStatisticsLeaveOneBatch(t *testing.T) {
 		t.Fatalf("forced plan: %+v %v", forced, err)
 	}
 }
+
+// TestExplainSaysWhichBTreeWon: of two BTrees that could both serve a filter, the plan
+// uses the one with fewer candidate rows and says why the other was not used.
+func TestExplainSaysWhichBTreeWon(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, "")
+	db.opts.Write.MaxRowsPerBatch = 1000
+	tbl := spreadTable(t, db, "two_trees", true)
+	if _, err := tbl.CreateIndex(ctx, IndexSpec{Columns: []string{"id"}}); err != nil {
+		t.Fatal(err)
+	}
+	const where = "k = 12345 AND id < 8000" // id_idx: 2 candidate pages; k_idx: 1
+	plan, err := tbl.Explain(ctx, ScanOptions{Filter: where})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uses := map[string]IndexUse{}
+	for _, u := range plan.Indexes {
+		uses[u.Name] = u
+	}
+	if !uses["k_idx"].Used || uses["id_idx"].Used || uses["id_idx"].Reason != "k_idx has fewer candidate rows" {
+		t.Fatalf("plan: %+v", plan)
+	}
+	if got, want := scanIDs(t, tbl, ScanOptions{Columns: []string{"id"}, Filter: where}), scanIDs(t, tbl, ScanOptions{Columns: []string{"id"}, Filter: where, NoIndex: true}); !slices.Equal(got, want) {
+		t.Fatalf("rows %v with the indexes, %v without", got, want)
+	}
+}
