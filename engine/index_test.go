@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -264,7 +265,8 @@ func TestIndexesNeverChangeAnswers(t *testing.T) {
 }
 
 // TestIndexBadInput: an unknown column, an unsupported type, a duplicate name, two
-// columns for a BTree: clear errors, nothing committed.
+// columns for a BTree, a column twice, an unknown kind, no column, a bad name: typed
+// errors (errors.Is), nothing committed.
 func TestIndexBadInput(t *testing.T) {
 	ctx := context.Background()
 	db := openDB(t, "")
@@ -280,13 +282,19 @@ func TestIndexBadInput(t *testing.T) {
 	}{
 		{IndexSpec{Columns: []string{"nope"}}, filter.ErrUnknownColumn},
 		{IndexSpec{Columns: []string{"l"}}, index.ErrUnsupportedType},
-		{IndexSpec{Columns: []string{"a", "a"}, Kind: index.KindZoneMap}, nil},
-		{IndexSpec{Columns: []string{"a", "l"}}, nil},
+		{IndexSpec{Columns: []string{"a", "a"}, Kind: index.KindZoneMap}, ErrInvalidIndexSpec},
+		{IndexSpec{Columns: []string{"a", "l"}}, ErrInvalidIndexSpec},
+		{IndexSpec{Columns: []string{"a"}, Kind: "hash"}, ErrInvalidIndexSpec},
+		{IndexSpec{}, ErrInvalidIndexSpec},
+		{IndexSpec{Columns: []string{"a"}, Name: "a/b"}, ErrInvalidIndexSpec},
 	} {
 		_, err := tbl.CreateIndex(ctx, tc.spec)
-		if err == nil || (tc.want != nil && !errors.Is(err, tc.want)) {
+		if !errors.Is(err, tc.want) {
 			t.Errorf("%+v: %v, want %v", tc.spec, err, tc.want)
 		}
+	}
+	if _, err := tbl.CreateIndex(ctx, IndexSpec{Columns: []string{"a"}, Name: "a/b"}); err == nil || !strings.Contains(err.Error(), `index name "a/b": contains '/'`) {
+		t.Errorf("a bad name's error does not say why: %v", err)
 	}
 	if _, err := tbl.CreateIndex(ctx, IndexSpec{Columns: []string{"a"}}); err != nil {
 		t.Fatal(err)

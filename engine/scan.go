@@ -71,8 +71,9 @@ type scanPlan struct {
 	tasks    []batchTask
 	pruned   ScanStats
 	// indexUses says how the planner used each index it considered.
-	indexUses []IndexUse
-	force     bool // ScanOptions.forceIndexes
+	indexUses   []IndexUse
+	indexPruned int  // batches statistics kept that the indexes skipped
+	force       bool // ScanOptions.forceIndexes
 	// wal says what the plan takes from the WAL; release frees what it read (close).
 	wal     WALPlan
 	release []func()

@@ -116,7 +116,10 @@ func Build(ctx context.Context, s store.Store, dir string, field arrow.Field, ch
 	for i := range perm {
 		perm[i] = int64(i)
 	}
-	slices.SortStableFunc(perm, func(a, b int64) int { return less(int(a), int(b)) })
+	byValue := func(a, b int64) int { return less(int(a), int(b)) }
+	if !slices.IsSortedFunc(perm, byValue) { // input already in order (data sorted by the column): one pass, no sort
+		slices.SortStableFunc(perm, byValue)
+	}
 	idx := array.NewInt64Data(array.NewData(arrow.PrimitiveTypes.Int64, len(perm),
 		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int64Traits.CastToBytes(perm))}, nil, 0, 0))
 	defer idx.Release()
