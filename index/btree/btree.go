@@ -289,7 +289,7 @@ func (r *Reader) Search(ctx context.Context, column string, cond *filter.Expr) (
 	}
 	schema := arrow.NewSchema([]arrow.Field{{Name: column, Type: r.typ, Nullable: true}}, nil)
 	for _, p := range pages {
-		rec, err := r.readPage(fr, p)
+		rec, err := r.readPage(ctx, fr, p)
 		if err != nil {
 			return nil, st, err
 		}
@@ -332,9 +332,12 @@ func (r *Reader) open(ctx context.Context) (*fragment.FileReader, error) {
 	return fr, nil
 }
 
-func (r *Reader) readPage(fr *fragment.FileReader, p int) (arrow.RecordBatch, error) {
+// readPage reads page p with ctx: the pages file stays open across searches, so each read
+// must use its own search's context, not the one the file was opened with.
+func (r *Reader) readPage(ctx context.Context, fr *fragment.FileReader, p int) (arrow.RecordBatch, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	fr.SetContext(ctx)
 	rec, err := fr.ReadBatch(p, nil)
 	if err != nil {
 		return nil, fmt.Errorf("btree pages %s page %d: %w", r.lk.Pages.Key, p, err)

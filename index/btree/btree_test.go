@@ -203,3 +203,108 @@ func TestSearchEqualsBruteForce(t *testing.T) {
 		})
 	}
 }
+
+// buildInts stores a BTree of the values 0..n-1 (one fragment) with pages of pageRows
+// rows and returns its reader.
+func buildInts(t *testing.T, s store.Store, n, pageRows int) *Reader {
+	t.Helper()
+	ctx := context.Background()
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	addrs := make([]uint64, n)
+	for i := 0; i < n; i++ {
+		b.Append(int64(i))
+		addrs[i] = uint64(i)
+	}
+	arr := b.NewArray()
+	defer arr.Release()
+	built, err := Build(ctx, s, "t/_indices/TXN/ints", arrow.Field{Name: "v", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		[]Chunk{{Values: arr, Addrs: addrs}}, BuildOptions{PageRows: pageRows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk, err := ReadLookup(ctx, s, built.Files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReader(s, lk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func intCond(t *testing.T, where string) *filter.Expr {
+	t.Helper()
+	e, err := filter.Parse(where, arrow.NewSchema([]arrow.Field{{Name: "v", Type: arrow.PrimitiveTypes.Int64, Nullable: true}}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cond, ok := e.Implied("v")
+	if !ok {
+		t.Fatalf("%s: no condition on v", where)
+	}
+	return cond
+}
+
+// TestSearchAfterFirstContextEnds: a Reader keeps its pages file open across searches;
+// a search after the context of the first one ended must still work (the file was read
+// with that context, so every later page read failed with context.Canceled).
+func TestSearchAfterFirstContextEnds(t *testing.T) {
+	r := buildInts(t, ctxStore{memStore(t)}, 1000, 100)
+	first, cancel := context.WithCancel(context.Background())
+	if _, _, err := r.Search(first, "v", intCond(t, "v = 5")); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	got, _, err := r.Search(context.Background(), "v", intCond(t, "v = 905"))
+	if err != nil {
+		t.Fatalf("search after the first search's context ended: %v", err)
+	}
+	if got.GetCardinality() != 1 || !got.Contains(905) {
+		t.Fatalf("got %v, want [905]", got.ToArray())
+	}
+}
+
+// ctxStore fails reads whose context has ended, as a remote store does (the mem store
+// does not look at the context of a read).
+type ctxStore struct{ store.Store }
+
+func (s ctxStore) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return s.Store.GetRange(ctx, key, off, n)
+}
+
+// TestWarmSearchRequests: a cold search costs the pages file's tail plus one range request
+// per page that can match; a warm one only the pages, and never the lookup.
+func TestWarmSearchRequests(t *testing.T) {
+	ctx := context.Background()
+	s := memStore(t)
+	r := buildInts(t, s, 1000, 100)
+	c := s.Counters()
+	before := c.Snapshot()
+	got, st, err := r.Search(ctx, "v", intCond(t, "v = 5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := c.Snapshot().Sub(before); d.Total() != 2 || d.ByOp[store.OpGetRange] != 2 || st.PagesRead != 1 || got.GetCardinality() != 1 {
+		t.Fatalf("cold point search: requests %v, stats %+v, %d matches; want the tail and one page", d, st, got.GetCardinality())
+	}
+	before = c.Snapshot()
+	got, st, err = r.Search(ctx, "v", intCond(t, "v = 777"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := c.Snapshot().Sub(before); d.Total() != 1 || st.PagesRead != 1 || got.GetCardinality() != 1 {
+		t.Fatalf("warm point search: requests %v, stats %+v, %d matches; want one page", d, st, got.GetCardinality())
+	}
+	before = c.Snapshot()
+	if _, st, err = r.Search(ctx, "v", intCond(t, "v >= 250 AND v < 450")); err != nil {
+		t.Fatal(err)
+	}
+	if d := c.Snapshot().Sub(before); st.PagesRead != 3 || d.Total() > int64(st.PagesRead) {
+		t.Fatalf("warm range search: requests %v, stats %+v; want pages 2-4 and at most one request each", d, st)
+	}
+}

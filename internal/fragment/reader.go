@@ -348,7 +348,7 @@ func (r *FileReader) ReadBatch(i int, columns []int) (_ arrow.RecordBatch, err e
 			err = panics.New("read data file", r.df.Key, v)
 		}
 	}()
-	if err := seamReadBatch.Inject(r.ctx); err != nil {
+	if err := seamReadBatch.Inject(r.src.context()); err != nil {
 		return nil, err
 	}
 	if i < 0 || i >= len(r.blocks) {
@@ -564,17 +564,35 @@ func (r *FileReader) Close() error {
 	return nil
 }
 
+// SetContext makes ctx the context of the reader's later requests, in place of the one
+// OpenFile was given: a reader kept beyond the call that opened it (a cached index page
+// file) must not keep using that call's context, which may have ended. Safe for
+// concurrent use; a read running concurrently with it may use either context.
+func (r *FileReader) SetContext(ctx context.Context) { r.src.setContext(ctx) }
+
 // rangeSource serves arrow's ReadAtSeeker from pinned byte ranges (the file tail, a
 // prefetched batch) and falls back to one GetRange per ReadAt for anything else.
 type rangeSource struct {
-	ctx   context.Context
 	store store.Store
 	key   string
 	size  int64
 
 	mu   sync.Mutex
+	ctx  context.Context // of the requests (SetContext)
 	pins []*pinned
 	pos  int64
+}
+
+func (s *rangeSource) context() context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ctx
+}
+
+func (s *rangeSource) setContext(ctx context.Context) {
+	s.mu.Lock()
+	s.ctx = ctx
+	s.mu.Unlock()
 }
 
 type pinned struct {
@@ -585,7 +603,7 @@ type pinned struct {
 // fetch reads exactly n bytes at off with one GetRange; a short read means the object is
 // shorter than its recorded size.
 func (s *rangeSource) fetch(off, n int64) ([]byte, error) {
-	b, err := s.store.GetRange(s.ctx, s.key, off, n)
+	b, err := s.store.GetRange(s.context(), s.key, off, n)
 	if err != nil {
 		return nil, err
 	}
