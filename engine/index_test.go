@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -340,5 +341,50 @@ func TestScanNoStatistics(t *testing.T) {
 	want := scanIDs(t, tbl, ScanOptions{Columns: []string{"id"}, Filter: where, NoIndex: true})
 	if len(want) != 150 || !slices.Equal(got, want) {
 		t.Fatalf("NoStatistics returned %d rows, pruned scan %d (want 150)", len(got), len(want))
+	}
+}
+
+// TestExplainSaysWhyAnotherBTreeWasNotUsed: when two BTrees can answer a filter, the plan
+// uses the one with fewer candidates and says so of the other (its reason was empty).
+func TestExplainSaysWhyAnotherBTreeWasNotUsed(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, "")
+	db.opts.Write.MaxRowsPerBatch = 100
+	tbl, err := db.CreateTable(ctx, "twotrees", ixSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := ixBatch(rand.New(rand.NewPCG(3, 4)), 0, 2000)
+	_, err = tbl.AppendRecord(ctx, rec)
+	rec.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"id", "name"} {
+		if _, err := tbl.CreateIndex(ctx, IndexSpec{Columns: []string{c}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tbl, err = db.OpenTable(ctx, "twotrees"); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := tbl.Explain(ctx, ScanOptions{Filter: "id < 10 AND name >= 'n00'", ForceIndexes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var used, other *IndexUse
+	for i := range plan.Indexes {
+		switch u := &plan.Indexes[i]; {
+		case u.Used:
+			used = u
+		default:
+			other = u
+		}
+	}
+	if used == nil || used.Name != "id_idx" || other == nil || other.Name != "name_idx" {
+		t.Fatalf("plan %+v: want id_idx used and name_idx not", plan.Indexes)
+	}
+	if !strings.Contains(other.Reason, `"id_idx" has fewer candidate rows`) {
+		t.Fatalf("name_idx's reason %q does not name the index used", other.Reason)
 	}
 }
