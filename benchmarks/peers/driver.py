@@ -45,7 +45,9 @@ def machine(repo):
         pass
     try:
         info["commit"] = subprocess.run(["git", "-C", repo, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", repo, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip()
+        # The results file itself is what a run changes: it does not make the code dirty.
+        dirty = subprocess.run(["git", "-C", repo, "status", "--porcelain", "--untracked-files=no", "--", ".", ":!benchmarks/RESULTS.md"],
+                               capture_output=True, text=True).stdout.strip()
         info["dirty"] = bool(dirty)
     except OSError:
         pass
