@@ -309,3 +309,70 @@ func TestWarmSearchRequests(t *testing.T) {
 		t.Fatalf("warm range search: requests %v, stats %+v; want pages 2-4 in one request", d, st)
 	}
 }
+
+// TestPagesSortedByValueThenAddress: with many duplicates, Build's pages hold the entries
+// in (value, row address) order when the input is in address order (ties keep the input
+// order), nulls first.
+func TestPagesSortedByValueThenAddress(t *testing.T) {
+	ctx := context.Background()
+	s := memStore(t)
+	rng := rand.New(rand.NewPCG(seed(t), 11))
+	b := array.NewStringBuilder(memory.DefaultAllocator)
+	const n = 5000
+	addrs := make([]uint64, n)
+	for i := range addrs {
+		if rng.IntN(20) == 0 {
+			b.AppendNull()
+		} else {
+			b.Append(fmt.Sprintf("k%d", rng.IntN(7)))
+		}
+		addrs[i] = uint64(i/1000)<<32 | uint64(i%1000)
+	}
+	arr := b.NewArray()
+	defer arr.Release()
+	built, err := Build(ctx, s, "t/_indices/TXN/sorted", arrow.Field{Name: "v", Type: arrow.BinaryTypes.String, Nullable: true},
+		[]Chunk{{Values: arr, Addrs: addrs}}, BuildOptions{PageRows: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReader(s, built.Lookup, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	fr, err := r.open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := r.readPages(ctx, fr, 0, fr.NumBatches())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prevNull = true
+	var prevVal string
+	var prevAddr uint64
+	seen := 0
+	for _, rec := range recs {
+		vals := rec.Column(0).(*array.String)
+		as := rec.Column(1).(*array.Uint64).Uint64Values()
+		for i := 0; i < vals.Len(); i++ {
+			null, v, a := vals.IsNull(i), vals.Value(i), as[i]
+			if seen > 0 {
+				switch {
+				case prevNull && null, !prevNull && !null && prevVal == v:
+					if a <= prevAddr {
+						t.Fatalf("entry %d: address %x after %x within equal values", seen, a, prevAddr)
+					}
+				case !prevNull && null, !prevNull && v < prevVal:
+					t.Fatalf("entry %d: %q (null %v) after %q", seen, v, null, prevVal)
+				}
+			}
+			prevNull, prevVal, prevAddr = null, v, a
+			seen++
+		}
+		rec.Release()
+	}
+	if seen != n {
+		t.Fatalf("%d entries, want %d", seen, n)
+	}
+}
