@@ -7,6 +7,8 @@ Run it through run.sh, which makes the virtual environment and builds Shale's wo
 
 Suites (SUITES below; issue 13's comparisons are added as more entries):
     index   issue 10: BTree and ZoneMap builds and queries, Shale vs Lance
+    scan    issue 13 (first cases): import from Parquet, warm full scan, origin = 'SEA'
+            without an index; Shale vs Lance and pyarrow on the same IPC + ZSTD bytes
 """
 
 import argparse
@@ -22,8 +24,9 @@ import time
 import harness as H
 import proto
 import suite_index
+import suite_scan
 
-SUITES = {"index": suite_index.run}
+SUITES = {"index": suite_index.run, "scan": suite_scan.run}
 
 
 class Context:
@@ -65,6 +68,7 @@ def main():
     ap.add_argument("--suites", default="index", help=f"comma-separated: {', '.join(SUITES)}")
     ap.add_argument("--reps", type=int, default=9, help="timed repetitions of each query variant")
     ap.add_argument("--build-reps", type=int, default=5, help="timed repetitions of each index build")
+    ap.add_argument("--import-reps", type=int, default=5, help="timed repetitions of each import (scan suite)")
     ap.add_argument("--lookup-reps", type=int, default=21, help="timed point lookups per variant")
     ap.add_argument("--lookup-keys", type=int, default=21, help="distinct lookup keys")
     ap.add_argument("--results", default=os.path.join(repo, "benchmarks", "RESULTS.md"), help="Markdown file to update")
@@ -74,7 +78,7 @@ def main():
     for s in suites:
         if s not in SUITES:
             ap.error(f"unknown suite {s!r} (want {', '.join(SUITES)})")
-    for n in (args.reps, args.build_reps, args.lookup_reps, args.lookup_keys):
+    for n in (args.reps, args.build_reps, args.import_reps, args.lookup_reps, args.lookup_keys):
         if n < 1:
             ap.error("repetition and key counts must be at least 1")
     os.makedirs(args.work, exist_ok=True)
@@ -84,6 +88,7 @@ def main():
     workers = {
         "shale": proto.Worker("shale", [args.shale_bin]),
         "lance": proto.Worker("lance", [sys.executable, os.path.join(here, "lance_worker.py")]),
+        "pyarrow": proto.Worker("pyarrow", [sys.executable, os.path.join(here, "arrow_worker.py")]),
     }
     try:
         hello = {n: w.call("hello") for n, w in workers.items()}
@@ -136,7 +141,7 @@ def render_header(suite, args, m, hello, prepared, started, ended, took, load0, 
         f"{prepared['shale']['batches']} batches (file://, embedded etcd), imported in {prepared['shale']['wall_s']:.1f} s; "
         f"Lance: {prepared['lance']['fragments']} fragments ({mb_str(prepared['lance'].get('bytes_on_disk'))}), written in {prepared['lance']['wall_s']:.1f} s "
         f"(both untimed by the comparisons). Repetitions: {args.reps} per query variant, {args.build_reps} per build, "
-        f"{args.lookup_reps} per lookup variant; one warm-up round before each query's repetitions.",
+        f"{args.lookup_reps} per lookup variant, {args.import_reps} per import; one warm-up round before each query's repetitions.",
     ]
     return "\n".join(lines)
 

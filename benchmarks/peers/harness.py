@@ -60,17 +60,24 @@ def median(xs):
 
 
 class Comparison:
-    """A against B: speed-up = B's time / A's time, paired by repetition."""
+    """A against B, paired by repetition. ratio="speedup": B's time / A's time (A's
+    speed-up, higher is better; a target is a minimum); ratio="time": A's time / B's time
+    (as issue 13 quotes Shale / peer, lower is better; a target is a maximum)."""
 
-    def __init__(self, name, a, b, target=None, note=""):
-        self.name, self.a, self.b, self.target, self.note = name, a, b, target, note
+    def __init__(self, name, a, b, target=None, note="", ratio="speedup"):
+        if ratio not in ("speedup", "time"):
+            raise ValueError(f"ratio {ratio!r}")
+        self.name, self.a, self.b, self.target, self.note, self.ratio = name, a, b, target, note, ratio
 
     def evaluate(self, results):
-        s = summary(speedups(results[self.a], results[self.b]))
+        if self.ratio == "speedup":
+            s = summary(speedups(results[self.a], results[self.b]))
+        else:
+            s = summary(speedups(results[self.b], results[self.a]))
         met = None
         if self.target is not None and s is not None:
-            met = s["median"] >= self.target
-        return {"name": self.name, "a": self.a, "b": self.b, "target": self.target, "met": met,
+            met = s["median"] >= self.target if self.ratio == "speedup" else s["median"] <= self.target
+        return {"name": self.name, "a": self.a, "b": self.b, "target": self.target, "met": met, "ratio": self.ratio,
                 "speedup": s, "note": self.note,
                 "a_median_s": median([r["wall_s"] for r in results[self.a]]),
                 "b_median_s": median([r["wall_s"] for r in results[self.b]])}
@@ -102,7 +109,8 @@ def comparison_rows(evals):
     for e in evals:
         s = e["speedup"]
         met = "" if e["met"] is None else ("yes" if e["met"] else "**no**")
-        target = "" if e["target"] is None else f"≥ {fmt_x(e['target'])}"
+        sign = "≤" if e.get("ratio") == "time" else "≥"
+        target = "" if e["target"] is None else f"{sign} {fmt_x(e['target'])}"
         rng = "–" if s is None else f"{fmt_x(s['min'])} / **{fmt_x(s['median'])}** / {fmt_x(s['max'])}"
         rows.append([e["name"], fmt_ms(e["a_median_s"]), fmt_ms(e["b_median_s"]), rng, target, met])
     return rows
@@ -118,6 +126,8 @@ def table(header, rows):
 def mb(n):
     if not n:
         return "–"
+    if n < 1e5:
+        return f"{n / 1e6:.3f}"
     return f"{n / 1e6:,.0f}" if n >= 1e8 else f"{n / 1e6:.1f}"
 
 

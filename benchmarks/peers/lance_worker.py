@@ -9,12 +9,15 @@ Operations:
   query         to_table(filter=args.filter, columns=args.columns) with
                 use_scalar_index = (args.mode == "index"); args.cold opens the dataset anew
                 (a fresh session: empty index and metadata caches), untimed (timed)
+  import        read args.data with pyarrow and write it as the dataset args.table (timed)
+  drop_table    delete the dataset args.table
   analyze       the query's analyze_plan (untimed): Lance's own I/O counters, summed over
                 its operators (iops, requests, bytes_read), and the plan text
 """
 
 import os
 import re
+import shutil
 import sys
 
 import pyarrow as pa
@@ -104,6 +107,22 @@ def analyze(filter="", columns=None, mode="index", cold=False):
     return sums
 
 
+def import_(data, table):
+    uri = os.path.join(os.path.dirname(state["uri"]), table + ".lance")
+    ds, res = proto.measure(lambda: lance.write_dataset(pq.read_table(data), uri, mode="create"))
+    res.update(rows=ds.count_rows(), fragments=len(ds.get_fragments()), bytes=du(uri))
+    return res
+
+
+def drop_table(table):
+    uri = os.path.join(os.path.dirname(state["uri"]), table + ".lance")
+    if uri == state["uri"]:
+        raise ValueError("drop_table: that is the prepared dataset")
+    shutil.rmtree(uri)
+    return {}
+
+
 if __name__ == "__main__":
     proto.serve({"hello": hello, "prepare": prepare, "create_index": create_index,
-                 "query": query, "analyze": analyze})
+                 "query": query, "analyze": analyze,
+                 "import": import_, "drop_table": drop_table})

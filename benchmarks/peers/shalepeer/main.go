@@ -14,6 +14,10 @@
 //	              args.data (Parquet; "" = synthetic flights rows) as one table (timed)
 //	create_index  build (replace) an index: args.column(s), args.kind, args.name (timed)
 //	drop_index    drop args.name
+//	import        create args.table from the Parquet file args.data, streamed (timed)
+//	drop_table    drop args.table
+//	data_files    the local paths of the prepared table's data files (for a baseline
+//	              that reads the same bytes)
 //	query         scan args.filter (all columns unless args.columns) with args.mode
 //	              planner | force | noindex | fullscan; args.cold opens a fresh DB first
 //	              (empty index cache), untimed (timed; rows, store requests, the plan)

@@ -15,6 +15,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
 	"github.com/shale-db/shale/benchmarks"
 	"github.com/shale-db/shale/coord"
 	"github.com/shale-db/shale/engine"
@@ -113,6 +118,23 @@ func (w *worker) do(ctx context.Context, op string, raw json.RawMessage) (any, e
 			return nil, err
 		}
 		return map[string]any{}, w.refresh(ctx)
+	case "import":
+		var a importArgs
+		if err := decode(&a); err != nil {
+			return nil, err
+		}
+		return w.importParquet(ctx, a)
+	case "drop_table":
+		var a importArgs
+		if err := decode(&a); err != nil {
+			return nil, err
+		}
+		if _, err := w.db.DropTable(ctx, a.Table); err != nil {
+			return nil, err
+		}
+		return map[string]any{}, nil
+	case "data_files":
+		return w.dataFiles()
 	case "query":
 		var a queryArgs
 		if err := decode(&a); err != nil {
@@ -120,7 +142,7 @@ func (w *worker) do(ctx context.Context, op string, raw json.RawMessage) (any, e
 		}
 		return w.query(ctx, a)
 	}
-	return nil, fmt.Errorf("unknown op %q (want hello, prepare, create_index, drop_index, query, quit)", op)
+	return nil, fmt.Errorf("unknown op %q (want hello, prepare, create_index, drop_index, import, drop_table, data_files, query, quit)", op)
 }
 
 func (w *worker) hello() map[string]any {
@@ -359,4 +381,86 @@ func (w *worker) query(ctx context.Context, a queryArgs) (*queryResult, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+type importArgs struct {
+	Data  string `json:"data"`  // Parquet file (import)
+	Table string `json:"table"` // the table to create (import) or drop (drop_table)
+}
+
+type importResult struct {
+	timed
+	Rows      int64 `json:"rows"`
+	Fragments int   `json:"fragments"`
+	Bytes     int64 `json:"bytes"` // stored size of the data files
+}
+
+// importParquet creates args.table and appends every row of the Parquet file, streamed
+// with pqarrow in 65,536-row batches as `shale import` reads it (timed: reading, encoding,
+// storing and the commit).
+func (w *worker) importParquet(ctx context.Context, a importArgs) (*importResult, error) {
+	if a.Data == "" || a.Table == "" {
+		return nil, errors.New("import: args.data and args.table are required")
+	}
+	res := &importResult{}
+	err := w.measure(&res.timed, func() error {
+		f, err := os.Open(a.Data)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		pr, err := file.NewParquetReader(f)
+		if err != nil {
+			return err
+		}
+		defer pr.Close()
+		fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: fragment.DefaultMaxRowsPerBatch}, memory.DefaultAllocator)
+		if err != nil {
+			return err
+		}
+		rr, err := fr.GetRecordReader(ctx, nil, nil)
+		if err != nil {
+			return err
+		}
+		defer rr.Release()
+		tbl, err := w.db.CreateTable(ctx, a.Table, arrow.NewSchema(rr.Schema().Fields(), nil))
+		if err != nil {
+			return err
+		}
+		_, err = tbl.Append(ctx, rr)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	t, err := w.db.OpenTable(ctx, a.Table)
+	if err != nil {
+		return nil, err
+	}
+	m := t.Manifest()
+	res.Rows, res.Fragments = m.LiveRows(), len(m.Fragments)
+	for _, f := range m.Fragments {
+		for _, df := range f.Files {
+			res.Bytes += df.Size
+		}
+	}
+	return res, nil
+}
+
+// dataFiles lists the local paths of the prepared table's data files (file:// store), so
+// a baseline can read the very same bytes.
+func (w *worker) dataFiles() (map[string]any, error) {
+	root := strings.TrimPrefix(w.st.URL(), "file://")
+	if root == w.st.URL() {
+		return nil, fmt.Errorf("data_files: store %s is not file://", w.st.URL())
+	}
+	var paths []string
+	var rows int64
+	for _, f := range w.tbl.Manifest().Fragments {
+		for _, df := range f.Files {
+			paths = append(paths, filepath.Join(root, filepath.FromSlash(df.Key)))
+			rows += df.Rows
+		}
+	}
+	return map[string]any{"paths": paths, "rows": rows}, nil
 }
