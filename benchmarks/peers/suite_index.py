@@ -84,12 +84,12 @@ def variant_rows(results, order):
         w = [r["wall_s"] for r in rs]
         req = H.median([r["requests_total"] for r in rs]) if "requests_total" in rs[0] else None
         rows.append([name, f"{rs[0]['rows']:,}", H.fmt_ms(H.median(w)), H.fmt_ms(min(w)), H.fmt_ms(max(w)),
-                     H.mb(max(r["rss_peak_bytes"] for r in rs)),
+                     H.fmt_ms(H.median([r["cpu_s"] for r in rs])), H.mb(max(r["rss_peak_bytes"] for r in rs)),
                      "–" if req is None else f"{req:g}", plan_note(rs[0])])
     return rows
 
 
-VARIANT_HEADER = ["variant", "rows", "median ms", "min ms", "max ms", "peak RSS MB", "store requests", "plan (Shale, first rep)"]
+VARIANT_HEADER = ["variant", "rows", "median ms", "min ms", "max ms", "CPU median ms", "peak RSS MB", "store requests", "plan (Shale, first rep)"]
 COMPARISON_HEADER = ["comparison (A vs B)", "A median ms", "B median ms", "A's speed-up min / **median** / max", "target", "met"]
 
 

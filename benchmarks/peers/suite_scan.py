@@ -24,11 +24,11 @@ def rows_of(res, order):
         w = [r["wall_s"] for r in rs]
         extra = rs[0].get("bytes")
         out.append([name, f"{rs[0]['rows']:,}", H.fmt_ms(H.median(w)), H.fmt_ms(min(w)), H.fmt_ms(max(w)),
-                    H.mb(max(r["rss_peak_bytes"] for r in rs)), H.mb(extra) if extra else "–"])
+                    H.fmt_ms(H.median([r["cpu_s"] for r in rs])), H.mb(max(r["rss_peak_bytes"] for r in rs)), H.mb(extra) if extra else "–"])
     return out
 
 
-VHEADER = ["variant", "rows", "median ms", "min ms", "max ms", "peak RSS MB", "stored MB"]
+VHEADER = ["variant", "rows", "median ms", "min ms", "max ms", "CPU median ms", "peak RSS MB", "stored MB"]
 
 
 def run(ctx):
