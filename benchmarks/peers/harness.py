@@ -70,15 +70,14 @@ class Comparison:
         self.name, self.a, self.b, self.target, self.note, self.ratio = name, a, b, target, note, ratio
 
     def evaluate(self, results):
-        if self.ratio == "speedup":
-            s = summary(speedups(results[self.a], results[self.b]))
-        else:
-            s = summary(speedups(results[self.b], results[self.a]))
+        x, y = (self.a, self.b) if self.ratio == "speedup" else (self.b, self.a)
+        s = summary(speedups(results[x], results[y]))
+        cpu = summary(speedups(results[x], results[y], key="cpu_s"))
         met = None
         if self.target is not None and s is not None:
             met = s["median"] >= self.target if self.ratio == "speedup" else s["median"] <= self.target
         return {"name": self.name, "a": self.a, "b": self.b, "target": self.target, "met": met, "ratio": self.ratio,
-                "speedup": s, "note": self.note,
+                "speedup": s, "cpu": cpu, "note": self.note,
                 "a_median_s": median([r["wall_s"] for r in results[self.a]]),
                 "b_median_s": median([r["wall_s"] for r in results[self.b]])}
 
@@ -112,7 +111,8 @@ def comparison_rows(evals):
         sign = "≤" if e.get("ratio") == "time" else "≥"
         target = "" if e["target"] is None else f"{sign} {fmt_x(e['target'])}"
         rng = "–" if s is None else f"{fmt_x(s['min'])} / **{fmt_x(s['median'])}** / {fmt_x(s['max'])}"
-        rows.append([e["name"], fmt_ms(e["a_median_s"]), fmt_ms(e["b_median_s"]), rng, target, met])
+        cpu = "–" if not e.get("cpu") else fmt_x(e["cpu"]["median"])
+        rows.append([e["name"], fmt_ms(e["a_median_s"]), fmt_ms(e["b_median_s"]), rng, cpu, target, met])
     return rows
 
 

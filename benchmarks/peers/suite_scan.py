@@ -14,7 +14,7 @@ Ratios are Shale's time / the peer's (lower is better), as issue 13 quotes them.
 
 import harness as H
 
-HEADER = ["comparison (A vs B)", "A median ms", "B median ms", "A ÷ B time, min / **median** / max (lower: A faster)", "target", "met"]
+HEADER = ["comparison (A vs B)", "A median ms", "B median ms", "A ÷ B time, min / **median** / max (lower: A faster)", "same with CPU times (median)", "target (on wall)", "met"]
 
 
 def rows_of(res, order):
