@@ -153,6 +153,7 @@ func (p *scanPlan) useIndexes(ctx context.Context) error {
 		readers    []*btree.Reader
 	}
 	var best *treeChoice
+	usable := map[string]int64{} // BTrees that could be used: their candidate rows
 	for _, g := range groups {
 		use := IndexUse{Name: g.name, Kind: g.kind}
 		covered := map[uint32]bool{}
@@ -216,6 +217,7 @@ func (p *scanPlan) useIndexes(ctx context.Context) error {
 				break
 			}
 			c.use = &use
+			usable[g.name] = c.candidates
 			if best == nil || c.candidates < best.candidates {
 				best = c
 			}
@@ -225,6 +227,11 @@ func (p *scanPlan) useIndexes(ctx context.Context) error {
 	if best != nil {
 		col := names[best.g.fieldIDs[0]]
 		cond, _ := p.expr.Implied(col)
+		for i := range p.indexUses {
+			if n, ok := usable[p.indexUses[i].Name]; ok && p.indexUses[i].Name != best.g.name {
+				p.indexUses[i].Reason = fmt.Sprintf("index %q has fewer candidate rows (about %d, this one %d)", best.g.name, best.candidates, n)
+			}
+		}
 		use := &p.indexUses[slices.IndexFunc(p.indexUses, func(u IndexUse) bool { return u.Name == best.g.name })]
 		use.Used = true
 		use.Reason = ""
