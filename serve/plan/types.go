@@ -45,22 +45,24 @@ const (
 // table's published manifest, its pending sidecars and a reconcile scan. Zero values mean
 // "nothing of that kind".
 type TableState struct {
-	Table string
+	Table string // the table's name; unique within an Input
 	// WAL demand (demand.TableDemand): unmerged generations and bytes, and the oldest
 	// unmerged flush (AgeKnown false: unknown; AgeExact false: an upper bound, which
 	// never promotes).
 	PendingGenerations uint64
-	PendingBytes       uint64
-	OldestPending      time.Time
-	AgeKnown, AgeExact bool
+	PendingBytes       uint64    // bytes of the unmerged generations
+	OldestPending      time.Time // flush time of the oldest unmerged generation (see AgeKnown, AgeExact)
+	AgeKnown, AgeExact bool      // OldestPending is known; and exact (not an upper bound)
 	// Base table shape at the published version.
 	Fragments         int   // live fragments
 	SmallFragments    int   // fragments below the compaction target size
 	DeletedRatioHigh  int   // fragments whose deleted-row ratio exceeds the compaction threshold
 	UncoveredByIndex  int   // live fragments some index does not cover
 	Drift             int   // maintenance-only versions above the published version with no sidecar
-	PendingSidecars   int   // recovery sidecars of the table
+	PendingSidecars   int   // recovery sidecars of the table that no live assignment owns (a running unit's own sidecar is not recovery work)
 	LargestGeneration int64 // bytes of the largest unmerged generation (for reservations); 0 unknown
+	CompactBytes      int64 // bytes of the data files compaction would rewrite (for reservations); 0 unknown
+	IndexBytes        int64 // bytes of the data files of the uncovered fragments (for reservations); 0 unknown
 	// Dropped, Unreadable: the table cannot be worked on (named skip reasons).
 	Dropped    bool
 	Unreadable string // why the manifest could not be read ("" = readable)
@@ -111,10 +113,10 @@ const (
 
 // Failure is the failure ledger entry of one (table, kind).
 type Failure struct {
-	Attempts    int
-	Class       FailureClass
-	LastFailure time.Time
-	LastError   string // capped; for humans, never classified by text
+	Attempts    int          // consecutive failures (the runtime clears the entry on success)
+	Class       FailureClass // the class of the last failure
+	LastFailure time.Time    // when the last failure was recorded; back-off counts from it
+	LastError   string       // capped; for humans, never classified by text
 }
 
 // FailureClass is a failure's class, decided from typed errors (errors.Is), never text.
@@ -130,22 +132,23 @@ const (
 // Unit is one candidate piece of work: a kind on a table, with its class, score and
 // resource estimate.
 type Unit struct {
-	Table string
-	Kind  Kind
-	Class Class
-	Score float64
+	Table string  // the table
+	Kind  Kind    // the kind of work
+	Class Class   // its class (Classify)
+	Score float64 // its score within the class (Score); +Inf for recovery
 	// Waited is how long the work has waited (from its oldest exact evidence); zero
 	// unknown. Class Critical orders by it, oldest first.
-	Waited  time.Duration
-	Reason  string // why this class: "pending_at_or_above_critical", "promoted_for_age", …
-	Bytes   int64  // bytes to reserve on the executor
-	Slots   int    // slots of its kind to reserve (1)
-	Promote bool   // promoted for waiting longer than MaxTurnWait
+	Waited    time.Duration
+	WaitKnown bool   // Waited is measured from an exact age (an upper bound or no age leaves it false)
+	Reason    string // why this class: "pending_at_or_above_critical", "promoted_for_age", …
+	Bytes     int64  // estimated bytes to reserve on the executor; 0 unknown (reserves the executor's whole budget)
+	Slots     int    // slots of its kind to reserve (1)
+	Promote   bool   // promoted for waiting longer than MaxTurnWait
 }
 
 // Executor is one live `shale serve` process as its heartbeat advertises it.
 type Executor struct {
-	ID    string
+	ID    string       // the executor's id (unique)
 	Slots map[Kind]int // slots per kind
 	Bytes int64        // memory budget for reservations
 }
@@ -153,27 +156,27 @@ type Executor struct {
 // Assignment is work placed on an executor (assigned, bound or running), with what it
 // reserved. Capacity is computed from these, never sampled.
 type Assignment struct {
-	ID       string
-	Table    string
-	Kind     Kind
-	Executor string
-	Bytes    int64
-	Slots    int
+	ID       string // the assignment's id
+	Table    string // the table worked on
+	Kind     Kind   // the kind of work
+	Executor string // the executor it is placed on (a dead one's still hold the table's turn and slot)
+	Bytes    int64  // bytes reserved on that executor (Placement.Bytes)
+	Slots    int    // slots of Kind reserved (0 counts as 1)
 }
 
 // History is the recent write turns of one table: the kinds of the last turns, newest
 // last (only the last MaxConsecutiveTurns+1 matter).
 type History struct {
-	Turns []Kind
+	Turns []Kind // the kind of each write-turn placement, oldest first
 }
 
 // Input is everything one planning pass reads, at one etcd revision.
 type Input struct {
-	Now           time.Time
-	Tables        []TableState
-	Policies      map[string]Policy // by table; absent: DefaultPolicy
-	Executors     []Executor
-	Assignments   []Assignment
+	Now           time.Time                   // the pass's clock: ages and back-offs are measured to it
+	Tables        []TableState                // one per table (names unique)
+	Policies      map[string]Policy           // by table; absent: DefaultPolicy
+	Executors     []Executor                  // the live executors (ids unique)
+	Assignments   []Assignment                // every assignment in etcd (on live executors or not)
 	Histories     map[string]History          // by table
 	Failures      map[string]map[Kind]Failure // by table, kind
 	MaxPlacements int                         // per pass (default 8)
@@ -181,21 +184,25 @@ type Input struct {
 
 // Placement is a unit placed on an executor.
 type Placement struct {
-	Unit     Unit
-	Executor string
+	Unit     Unit   // the unit placed
+	Executor string // the executor's id
+	Bytes    int64  // bytes to reserve on it (Reservation); the runtime stores it in the Assignment
 }
 
 // Skip is a unit, or a table's kind, not placed, and why.
 type Skip struct {
-	Table  string
-	Kind   Kind
-	Reason SkipReason
-	Unit   *Unit // the scored unit, when it got that far
+	Table   string     // the table
+	Kind    Kind       // the kind of work
+	Reason  SkipReason // why it is not placed
+	Unit    *Unit      // the scored unit, when it got that far
+	Detail  string     // for humans: what holds it (an assignment, an executor, the last error)
+	RetryAt time.Time  // SkipBackoff: when the back-off ends
 }
 
 // Output is a pass's decision: what to place where, and a named reason for everything
 // else. Deterministic: the same Input gives the same Output.
 type Output struct {
-	Placements []Placement
-	Skips      []Skip
+	Placements []Placement // in placement order (classes ascending)
+	Skips      []Skip      // by table, then kind (Kinds order)
+	Units      []Unit      // every scored unit of the pass, in planning order (Less)
 }
