@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -543,36 +542,36 @@ between its commit and its publish, 'shale recover' (or the next write) publishe
 	return cmd
 }
 
-// walScanRecord is what `shale wal scan` found of one shard in storage: what a demand
-// publish reports (sealed generation with its writer epoch, bytes and flush times; the
-// merged watermark of the published version).
+// walScanRecord is what `shale wal scan` found of one shard in storage and published as
+// a demand scan event (engine.Table.ScanWALDemand): the sealed generation with its writer
+// epoch, the shard's running byte total and the sealed generation's flush time from the
+// newest shard manifest, and the published version's merged watermark.
 type walScanRecord struct {
 	Table            string `json:"table"`
 	IncarnationSince uint64 `json:"incarnation_since"` // the table incarnation's first version
 	Shard            string `json:"shard"`
-	WriterEpoch      uint64 `json:"writer_epoch"` // the epoch of the newest shard manifest
-	Sealed           uint64 `json:"sealed"`       // its sealed generation (0: none flushed)
-	// SealedBytes is the bytes of the generations the shard manifest lists (those not
-	// known merged when it was written), FlushTimes their flush times (Unix ms) by
-	// generation, FlushedAtMs the sealed generation's (0 when it is not listed).
-	SealedBytes int64            `json:"sealed_bytes"`
-	FlushedAtMs int64            `json:"flushed_at_ms"`
-	FlushTimes  map[string]int64 `json:"flush_times"`
-	Merged      uint64           `json:"merged"`  // the merged watermark of the published version
-	Pending     uint64           `json:"pending"` // Sealed - Merged (generations)
+	WriterEpoch      uint64 `json:"writer_epoch"`  // the epoch of the newest shard manifest
+	Sealed           uint64 `json:"sealed"`        // its sealed generation (0: none flushed)
+	SealedBytes      uint64 `json:"sealed_bytes"`  // bytes of every generation 1 … Sealed
+	FlushedAtMs      int64  `json:"flushed_at_ms"` // when Sealed was flushed, Unix ms (0: unknown)
+	Merged           uint64 `json:"merged"`        // the merged watermark of the published version
+	Pending          uint64 `json:"pending"`       // Sealed - Merged (generations)
+	// Changed: publishing the event changed the shard's demand record in etcd (false: it
+	// held as much already, or there is no catalog).
+	Changed bool `json:"changed"`
 }
 
 func (a *app) walScanCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "scan [TABLE]",
-		Short: "Re-read every WAL shard's state from storage (the source of truth for merge demand)",
+		Short: "Re-read every WAL shard's state from storage and publish it as merge demand",
 		Long: `Reads, for every table with a WAL (or TABLE), each shard's newest shard manifest (its
-writer epoch, sealed generation, the bytes and flush times of the generations it lists)
-and the published version's merged watermark, and prints what it found: the shard's
-pending generations (sealed - merged).
-
-This is what corrects merge demand kept in etcd after an event was lost. Publishing
-these records to etcd is not wired in yet: the command prints them and says so.`,
+writer epoch, sealed generation, byte total, and when the sealed generation was flushed)
+and the published version's merged watermark, and publishes them to the shard's demand
+record in etcd as a scan event: the record is joined with it, never replaced, so a scan
+can raise what a lost flush or merge event left behind and never lowers anything.
+It prints each shard's pending generations (sealed - merged) and whether its record
+changed.`,
 		Example: `  shale wal scan
   shale wal scan events --json`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -602,40 +601,42 @@ these records to etcd is not wired in yet: the command prints them and says so.`
 			if err != nil {
 				return err
 			}
-			// DEMAND PUBLISH (issue 11 item 7): the one call site where `shale wal scan`
-			// publishes what it found. See publishWALScan.
-			published, perr := publishWALScan(ctx, a.db, recs)
+			published := a.db.Catalog() != nil
 			if a.jsonOut {
-				if err := a.printJSON(map[string]any{"records": recs, "published": published}); err != nil {
-					return err
-				}
-				return perr
+				return a.printJSON(map[string]any{"records": recs, "published": published})
 			}
 			if len(recs) == 0 {
-				a.printf("no table has a WAL\n")
-				return perr
+				a.printf("no table has a WAL shard with a writer yet\n")
+				return nil
 			}
-			grid := [][]string{{"TABLE", "SHARD", "EPOCH", "SEALED", "MERGED", "PENDING", "LISTED BYTES", "SEALED FLUSHED"}}
+			grid := [][]string{{"TABLE", "SHARD", "EPOCH", "SEALED", "MERGED", "PENDING", "SEALED BYTES", "SEALED FLUSHED", "RECORD"}}
+			changed := 0
 			for _, r := range recs {
 				flushed := "-"
 				if r.FlushedAtMs > 0 {
 					flushed = time.UnixMilli(r.FlushedAtMs).UTC().Format(time.RFC3339)
 				}
-				grid = append(grid, []string{r.Table, r.Shard, uitoa(r.WriterEpoch), uitoa(r.Sealed), uitoa(r.Merged), generations(r.Pending), humanBytes(r.SealedBytes), flushed})
+				rec := "unchanged"
+				if r.Changed {
+					rec, changed = "raised", changed+1
+				}
+				grid = append(grid, []string{r.Table, r.Shard, uitoa(r.WriterEpoch), uitoa(r.Sealed), uitoa(r.Merged), generations(r.Pending),
+					humanBytes(int64(r.SealedBytes)), flushed, rec})
 			}
 			a.printGrid(grid, map[int]bool{2: true, 3: true, 4: true})
 			if published {
-				a.printf("published %s to etcd\n", plural(len(recs), "shard record"))
+				a.printf("published %s to etcd (%d raised a record)\n", plural(len(recs), "scan event"), changed)
 			} else {
-				a.printf("found %s (not published: demand publishing is not wired into this build yet)\n", plural(len(recs), "shard record"))
+				a.printf("found %s (not published: no catalog)\n", plural(len(recs), "shard"))
 			}
-			return perr
+			return nil
 		},
 	}
 }
 
-// scanWAL reads every shard of every table with a WAL among tables, in table then shard
-// order. A shard no writer claimed, or of a dropped incarnation, yields no record.
+// scanWAL re-reads and publishes (engine.Table.ScanWALDemand) every shard of every table
+// with a WAL among tables, in table then shard order. A shard no writer claimed, or of a
+// dropped incarnation, yields no record.
 func (a *app) scanWAL(ctx context.Context, tables []string) ([]walScanRecord, error) {
 	recs := []walScanRecord{}
 	sort.Strings(tables)
@@ -647,29 +648,19 @@ func (a *app) scanWAL(ctx context.Context, tables []string) ([]walScanRecord, er
 		if err != nil {
 			return nil, err
 		}
-		m := t.Manifest()
-		for i := range engine.WALShards(m.Config) {
-			id := wal.ShardID(i)
-			sm, err := wal.LoadShard(ctx, a.db.Store(), name, id)
-			if errors.Is(err, wal.ErrNoShard) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			if sm.Incarnation != "" && m.Incarnation != "" && sm.Incarnation != m.Incarnation {
-				continue
-			}
-			r := walScanRecord{Table: name, IncarnationSince: m.IncarnationSince, Shard: id, WriterEpoch: sm.Epoch, Sealed: sm.Sealed(),
-				Merged: m.WALMerged[id], FlushTimes: map[string]int64{}}
-			for _, g := range sm.Generations {
-				r.SealedBytes += g.Bytes
-				if g.FlushedAt > 0 {
-					r.FlushTimes[strconv.FormatUint(g.Generation, 10)] = g.FlushedAt
-				}
-				if g.Generation == r.Sealed {
-					r.FlushedAtMs = g.FlushedAt
-				}
+		if engine.WALShards(t.Manifest().Config) == 0 {
+			continue
+		}
+		// DEMAND PUBLISH (issue 11 item 7): the one place `shale wal scan` publishes.
+		events, changed, err := t.ScanWALDemand(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for i, e := range events {
+			r := walScanRecord{Table: name, IncarnationSince: e.IncarnationSince, Shard: e.Shard, WriterEpoch: e.WriterEpoch,
+				Sealed: e.SealedThrough, SealedBytes: e.SealedBytesThrough, FlushedAtMs: e.FlushedAtMs, Changed: changed[i]}
+			if e.MergedThrough != nil {
+				r.Merged = *e.MergedThrough
 			}
 			if r.Sealed > r.Merged {
 				r.Pending = r.Sealed - r.Merged
@@ -678,19 +669,6 @@ func (a *app) scanWAL(ctx context.Context, tables []string) ([]walScanRecord, er
 		}
 	}
 	return recs, nil
-}
-
-// publishWALScan publishes what `shale wal scan` found as demand records in etcd and
-// reports whether it did.
-//
-// NOT WIRED YET (issue 11 item 7): the demand package (branch i11-demand) is not merged.
-// The lead replaces this body with the publish of one scan event per record (its sealed
-// mark {Sealed, WriterEpoch}, SealedBytes, FlushedAtMs and flush times, MergedThrough =
-// Merged, IncarnationSince) through demand's read-join-compare-and-put. Until then it
-// publishes nothing and returns false.
-func publishWALScan(ctx context.Context, db *engine.DB, recs []walScanRecord) (bool, error) {
-	_, _, _ = ctx, db, recs
-	return false, nil
 }
 
 // walBacklog is one table's WAL backlog in `shale status`.

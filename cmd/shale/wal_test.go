@@ -116,8 +116,16 @@ func TestWALCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(e.ok("wal", "scan", tbl, "--json")), &scan); err != nil {
 		t.Fatal(err)
 	}
-	if len(scan.Records) != 1 || scan.Published || scan.Records[0].Sealed != 1 || scan.Records[0].Merged != 1 || scan.Records[0].Pending != 0 || scan.Records[0].WriterEpoch != 1 {
+	if len(scan.Records) != 1 || !scan.Published || scan.Records[0].Sealed != 1 || scan.Records[0].Merged != 1 || scan.Records[0].Pending != 0 ||
+		scan.Records[0].WriterEpoch != 1 || scan.Records[0].SealedBytes == 0 || scan.Records[0].FlushedAtMs == 0 {
 		t.Fatalf("wal scan: %+v", scan)
+	}
+	// A second scan finds its own event joined already: it changes nothing.
+	if err := json.Unmarshal([]byte(e.ok("wal", "scan", tbl, "--json")), &scan); err != nil {
+		t.Fatal(err)
+	}
+	if len(scan.Records) != 1 || scan.Records[0].Changed {
+		t.Fatalf("second wal scan: %+v", scan)
 	}
 	if out := e.ok("verify", tbl); !strings.Contains(out, "WAL: 1 shard") || !strings.Contains(out, "no faults") {
 		t.Fatalf("verify:\n%s", out)
