@@ -471,7 +471,7 @@ func (w *Writer) writeEntry(pos Position, gen uint64, recs []arrow.RecordBatch) 
 		case err == nil:
 			return nil
 		case errors.Is(err, store.ErrPreconditionFailed):
-			return w.fencedOr(key, fmt.Errorf("%w: position %s holds another object though this epoch is the newest", ErrCorrupt, pos))
+			return w.fencedOr(w.ctx, key, fmt.Errorf("%w: position %s holds another object though this epoch is the newest", ErrCorrupt, pos))
 		case errors.Is(err, store.ErrOutcomeUnknown) && i < attempts-1:
 			// The same bytes again at the same position: put-if-absent decides it.
 			if w.ctx.Err() != nil {
@@ -487,12 +487,21 @@ func (w *Writer) writeEntry(pos Position, gen uint64, recs []arrow.RecordBatch) 
 	return err
 }
 
-// fencedOr reads the newest shard manifest: a higher epoch than ours is a *FencedError;
-// otherwise other is returned.
-func (w *Writer) fencedOr(key string, other error) error {
-	latest, err := LoadShard(w.ctx, w.s, w.table, w.shard)
+// fenceCheckTimeout bounds fencedOr's read of the shard manifest.
+const fenceCheckTimeout = 30 * time.Second
+
+// fencedOr reads the newest shard manifest after a put at key collided: a higher epoch
+// than ours is a *FencedError; otherwise other is returned. The read is detached from
+// ctx's cancellation (bounded by fenceCheckTimeout): the collision already happened, and
+// a Close cancelling the writer's context meanwhile must not turn a fence into an
+// undecided error. When the read fails the error says so, wrapping the read's error (not
+// other: nothing showed the object is corrupt).
+func (w *Writer) fencedOr(ctx context.Context, key string, other error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fenceCheckTimeout)
+	defer cancel()
+	latest, err := LoadShard(ctx, w.s, w.table, w.shard)
 	if err != nil {
-		return &ObjectError{Table: w.table, Shard: w.shard, Key: key, Err: fmt.Errorf("%w (and reading the shard manifest to check for a fence failed: %w)", other, err)}
+		return &ObjectError{Table: w.table, Shard: w.shard, Key: key, Err: fmt.Errorf("the put collided and reading the shard manifest to check for a fence failed: %w", err)}
 	}
 	if latest.Epoch > w.epoch {
 		return &FencedError{Table: w.table, Shard: w.shard, Epoch: w.epoch, By: latest.Epoch}
@@ -619,7 +628,7 @@ func (w *Writer) flushOne(ctx context.Context, man *ShardManifest, m *memtable) 
 	}
 	err := putShardManifest(ctx, w.s, next)
 	if errors.Is(err, store.ErrPreconditionFailed) {
-		return nil, w.fencedOr(ManifestKey(w.table, w.shard, next.Version),
+		return nil, w.fencedOr(ctx, ManifestKey(w.table, w.shard, next.Version),
 			fmt.Errorf("%w: shard manifest version %d is taken though this epoch is the newest", ErrCorrupt, next.Version))
 	}
 	if err != nil {
@@ -752,6 +761,11 @@ func (w *Writer) Close(ctx context.Context) error {
 	err := w.Flush(ctx)
 	w.cancel()
 	w.wg.Wait()
+	// A Flush of another goroutine may still be writing a frozen memtable (this Flush
+	// returns at once when the writer already failed, say fenced): wait for it before
+	// releasing the memtables.
+	w.flushMu.Lock()
+	defer w.flushMu.Unlock()
 	w.mu.Lock()
 	if w.err == nil {
 		w.err = ErrClosed
