@@ -59,13 +59,14 @@ func (l *ledger) withBase() *ledger {
 	return l
 }
 
-// scanIDs reads every id of the table's published version, WAL included, retrying a
+// scanIDs reads the ids of the rows filter selects ("" = all) at the table's published
+// version, WAL included, retrying a
 // read that met a merge and a flush moving under it (engine.ErrWALAhead, wal.ErrBusy: it
 // read nothing; a fresh handle reads again).
-func scanIDs(ctx context.Context, db *engine.DB, table string) ([]int64, int, error) {
+func scanIDs(ctx context.Context, db *engine.DB, table, filter string) ([]int64, int, error) {
 	retries := 0
 	for {
-		ids, err := scanOnce(ctx, db, table)
+		ids, err := scanOnce(ctx, db, table, filter)
 		if err == nil || !(errors.Is(err, engine.ErrWALAhead) || errors.Is(err, wal.ErrBusy)) || retries >= 50 {
 			return ids, retries, err
 		}
@@ -73,12 +74,12 @@ func scanIDs(ctx context.Context, db *engine.DB, table string) ([]int64, int, er
 	}
 }
 
-func scanOnce(ctx context.Context, db *engine.DB, table string) ([]int64, error) {
+func scanOnce(ctx context.Context, db *engine.DB, table, filter string) ([]int64, error) {
 	tbl, err := db.OpenTable(ctx, table)
 	if err != nil {
 		return nil, err
 	}
-	sc, err := tbl.Scan(ctx, engine.ScanOptions{Columns: []string{"id"}})
+	sc, err := tbl.Scan(ctx, engine.ScanOptions{Columns: []string{"id"}, Filter: filter})
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +178,7 @@ func recoverAll(t *testing.T, db *engine.DB, table string, shards []int) recover
 func checkRecovered(t *testing.T, db *engine.DB, table string, shards []int, l *ledger) int {
 	t.Helper()
 	ctx := context.Background()
-	ids, _, err := scanIDs(ctx, db, table)
+	ids, _, err := scanIDs(ctx, db, table, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +210,7 @@ func checkRecovered(t *testing.T, db *engine.DB, table string, shards []int, l *
 			t.Fatalf("second recovery replayed %d rows into shard %d", n, sh)
 		}
 	}
-	ids2, _, err := scanIDs(ctx, db, table)
+	ids2, _, err := scanIDs(ctx, db, table, "")
 	if err != nil {
 		t.Fatal(err)
 	}

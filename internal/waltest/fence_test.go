@@ -89,7 +89,7 @@ func TestPausedWriterIsFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.withBase()
-	ids, _, err := scanIDs(ctx, db, "t")
+	ids, _, err := scanIDs(ctx, db, "t", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestPausedWriterIsFenced(t *testing.T) {
 	if l.flushes["ok"] < 1 || l.flushes["fenced"] < 1 {
 		t.Fatalf("flushes %v: want A's (and B's) ok flushes and A's fenced one", l.flushes)
 	}
-	ids, _, err = scanIDs(ctx, db, "t")
+	ids, _, err = scanIDs(ctx, db, "t", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestPausedWriterIsFenced(t *testing.T) {
 	absent(ids)
 	recoverAll(t, db, "t", []int{0})
 	checkRecovered(t, db, "t", []int{0}, l)
-	ids, _, err = scanIDs(ctx, db, "t")
+	ids, _, err = scanIDs(ctx, db, "t", "")
 	if err != nil {
 		t.Fatal(err)
 	}
