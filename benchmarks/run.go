@@ -117,7 +117,7 @@ type Config struct {
 	// 256), each generation WALGenerationRows rows (default 1,000) over a base table of
 	// WALBaseRows rows (default 100,000); WALMergeGenerations generations are merged per
 	// repetition of its merge part (default 64).
-	WALGenerations                                       []int
+	WALGenerations                                      []int
 	WALGenerationRows, WALBaseRows, WALMergeGenerations int
 }
 
