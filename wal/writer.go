@@ -46,8 +46,10 @@ type Options struct {
 	// DefaultMaxEntryBytes); a record larger than it is an entry of its own.
 	MaxEntryBytes int64
 	// MaxEntryDelay is how long the committer waits for more appends before writing an
-	// entry smaller than MaxEntryBytes (default 0: it writes what arrived while the
-	// previous entry was being written).
+	// entry smaller than MaxEntryBytes. Default 0: it writes what arrived while the
+	// previous entry was being written, after waiting (at most a quarter of the last
+	// put's time, and 1 ms) for the appenders the previous entry acknowledged to append
+	// again, so concurrent appenders share one entry instead of alternating between two.
 	MaxEntryDelay time.Duration
 	// FlushBytes: a memtable reaching it is flushed in the background (default
 	// DefaultFlushBytes; < 0: only Flush and Close flush).
@@ -366,6 +368,10 @@ func (w *Writer) failLocked(err error) {
 // a time (positions have no holes).
 func (w *Writer) commitLoop() {
 	defer w.wg.Done()
+	var (
+		expect  int           // appends the next entry is expected to carry
+		lastPut time.Duration // how long the last entry's put took
+	)
 	for {
 		w.mu.Lock()
 		for len(w.queue) == 0 && w.err == nil && !w.closing {
@@ -397,6 +403,12 @@ func (w *Writer) commitLoop() {
 				w.mu.Unlock()
 				continue
 			}
+		} else if d == 0 {
+			w.gatherLocked(expect, gatherWait(lastPut))
+			if w.err != nil || len(w.queue) == 0 {
+				w.mu.Unlock()
+				continue
+			}
 		}
 		var batch []*pendingAppend
 		var bytes int64
@@ -418,7 +430,9 @@ func (w *Writer) commitLoop() {
 			recs[i] = p.rec
 			rows += p.rec.NumRows()
 		}
+		putStart := time.Now()
 		err := w.writeEntry(pos, gen, recs)
+		lastPut = time.Since(putStart)
 		if err == nil {
 			err = seamEntryDurable.Inject(w.ctx)
 			if err != nil {
@@ -436,6 +450,9 @@ func (w *Writer) commitLoop() {
 		} else if sticky(err) {
 			w.failLocked(err)
 		}
+		// The appenders acknowledged now are likely to append again at once; with those
+		// already queued they make the next entry (gatherLocked waits for them briefly).
+		expect = len(batch) + len(w.queue)
 		w.mu.Unlock()
 		for _, p := range batch {
 			p.ack, p.err = Ack{Position: pos, Rows: p.rec.NumRows()}, err
@@ -445,6 +462,41 @@ func (w *Writer) commitLoop() {
 			p.rec.Release()
 			close(p.done)
 		}
+	}
+}
+
+// maxGatherWait bounds how long the committer waits for expected appends (gatherWait).
+const maxGatherWait = time.Millisecond
+
+// gatherWait is how long the committer may wait for the appends it expects before writing
+// an entry: a quarter of the last put's duration, at most maxGatherWait. Only batching
+// depends on it, never what is durable or acknowledged.
+func gatherWait(lastPut time.Duration) time.Duration { return min(lastPut/4, maxGatherWait) }
+
+// gatherLocked (Options.MaxEntryDelay 0) waits, up to d, until the queue holds expect
+// appends or Options.MaxEntryBytes: the appenders an entry acknowledged come back a few
+// microseconds after their acknowledgement, and without the wait the next entry would
+// leave while they were on their way, splitting concurrent appenders into two cohorts that
+// alternate, each entry half as large as it could be. A lone appender (expect 1, already
+// queued) never waits. Called with w.mu held; returns with it held.
+func (w *Writer) gatherLocked(expect int, d time.Duration) {
+	if d <= 0 || len(w.queue) >= expect || w.queueBytes >= w.opts.MaxEntryBytes || w.closing {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for len(w.queue) < expect && w.queueBytes < w.opts.MaxEntryBytes && w.err == nil && !w.closing {
+		w.mu.Unlock()
+		select {
+		case <-w.wake:
+		case <-t.C:
+			w.mu.Lock()
+			return
+		case <-w.ctx.Done():
+			w.mu.Lock()
+			return
+		}
+		w.mu.Lock()
 	}
 }
 
