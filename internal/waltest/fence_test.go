@@ -4,10 +4,15 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/shale-db/shale/engine"
+	"github.com/shale-db/shale/engine/enginetest"
+	"github.com/shale-db/shale/recovery"
 	"github.com/shale-db/shale/store"
 	"github.com/shale-db/shale/wal"
 )
@@ -194,4 +199,67 @@ func TestRacingClaimsLoseNoAcknowledgedRow(t *testing.T) {
 	unacked := checkRecovered(t, db, "t", []int{0}, l)
 	t.Logf("%d claims, %d rows acknowledged (c1 %d, c2 %d), %d appends fenced, %d rows present unacknowledged",
 		len(l.epochs), len(l.acked)-baseRows, countPrefix(l.acked, 1_000_000_000), countPrefix(l.acked, 2_000_000_000), len(l.fencedIDs)/20, unacked)
+}
+
+// TestPausedMergerMergesNothingTwice: a merger process armed its sidecar and planned its
+// merge (held at engine.merge_planned), is paused with SIGSTOP, and its hold's lease runs
+// out (revoked here, as etcd does one TTL after the last keep-alive). Recovery rolls its
+// merge back (an abort version fences its transaction), and this process merges the same
+// generations. Then SIGCONT: the paused merge must not land a second time (its
+// transaction is fenced, or its rebase finds the watermarks moved and re-plans nothing),
+// so every acknowledged row is present exactly once.
+func TestPausedMergerMergesNothingTwice(t *testing.T) {
+	ctx := context.Background()
+	s, db, dir := setup(t, "t", 2, nil)
+	for sh := range 2 {
+		pre := childConfig{Role: roleWriter, Name: fmt.Sprintf("pre%d", sh), Dir: dir, Table: "t", Shard: sh,
+			From: int64(sh+1) * 1_000_000, Rows: 50, Batches: 8, FlushEvery: 4}
+		if e, out := run(t, s, pre, ""); e != (exit{}) {
+			t.Fatalf("writer %d: %+v\n%s", sh, e, out)
+		}
+	}
+	gate := filepath.Join(dir, "go")
+	m := start(t, s, childConfig{Role: roleMerger, Name: "merger", Dir: dir, Table: "t"}, "engine.merge_planned=block("+gate+")")
+	waitFor(t, 30*time.Second, "the merger's sidecar", func() bool {
+		p, err := recovery.Pending(ctx, s, "t")
+		return err == nil && len(p) == 1
+	})
+	if err := m.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.ExpireHolds(t, db, "t")
+	rep, err := recovery.Recover(ctx, s, db.Catalog(), "t", recovery.Options{MinAge: -1})
+	if err != nil || len(rep.Outcomes) != 1 || rep.Outcomes[0].Action != recovery.RolledBack {
+		t.Fatalf("recover with the merger paused: %+v, %v; want its merge rolled back", rep.Outcomes, err)
+	}
+	tbl, err := db.OpenTable(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mr, err := tbl.MergeWAL(ctx, engine.MergeWALOptions{})
+	if err != nil || len(mr.Shards) != 2 {
+		t.Fatalf("merge while the other merger is paused: %+v, %v", mr, err)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	e := m.wait(t, time.Minute)
+	lines, err := readLines(journalPath(dir, "merger"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != 1 || !(strings.HasPrefix(lines[0], "X ") || lines[0] == fmt.Sprintf("M %d 0", mr.Version)) {
+		t.Fatalf("the paused merger after SIGCONT: exit %+v, journal %q; want a rejected merge or one that merged nothing\n%s", e, lines, m.out)
+	}
+	l, err := readLedger(dir, "pre0", "pre1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.withBase()
+	recoverAll(t, db, "t", []int{0, 1})
+	checkRecovered(t, db, "t", []int{0, 1}, l)
+	t.Logf("the paused merger after recovery fenced it and another merge ran: %q", lines)
 }
