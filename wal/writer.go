@@ -718,17 +718,24 @@ func (w *Writer) writeGeneration(ctx context.Context, gen uint64, m *memtable) (
 	return g, nil
 }
 
-// collectEntries deletes the entries a flush moved the replay position over (from, to],
-// keeping the last one of each epoch (for a fenced epoch that is its fence, which must stay;
-// see the package doc). Best effort, in the background: gc collects what is left.
+// collectEntries deletes the entries at or before the replay position to that a flush
+// moved it to from from: those in [from, to], keeping the last one of each epoch (for a
+// fenced epoch that is its fence, which must stay; see the package doc). The entry at
+// from is included: the previous flush kept it when it was its epoch's last, and it no
+// longer is once later entries exist. Best effort, in the background: gc collects what is
+// left.
 func (w *Writer) collectEntries(from, to Position) {
 	if !from.Less(to) {
 		return
 	}
+	after := from
+	if after.Pos > 0 {
+		after.Pos-- // list from the entry at from itself
+	}
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
-		ps, err := listEntries(w.ctx, w.s, w.table, w.shard, from, 0)
+		ps, err := listEntries(w.ctx, w.s, w.table, w.shard, after, 0)
 		if err != nil {
 			return
 		}
@@ -737,7 +744,7 @@ func (w *Writer) collectEntries(from, to Position) {
 			last[p.Epoch] = max(last[p.Epoch], p.Pos)
 		}
 		for _, p := range ps {
-			if to.Less(p) || p.Pos == last[p.Epoch] || p == to {
+			if to.Less(p) || p.Pos == last[p.Epoch] {
 				continue
 			}
 			_ = w.s.Delete(w.ctx, EntryKey(w.table, w.shard, p))
