@@ -16,6 +16,7 @@ import (
 	"github.com/oklog/ulid/v2"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/shale-db/shale/demand"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
 	"github.com/shale-db/shale/store"
@@ -106,6 +107,10 @@ type DB struct {
 	indexes indexCache
 	// wals are the WAL writers open in this DB (Table.WAL), read by scans.
 	wals walRegistry
+	// demand holds the WAL demand records beside the catalog (nil without one); pub
+	// publishes flushes and merges to them off the write path.
+	demand *demand.Records
+	pub    *demand.Publisher
 }
 
 // Open opens the tables of store s. With opts.Etcd it reads (or creates) the store's id and
@@ -139,7 +144,10 @@ func Open(ctx context.Context, s store.Store, opts Options) (*DB, error) {
 			return nil, err
 		}
 		db.storeID = id
-		db.cat = catalog.New(opts.Etcd, strings.TrimSuffix(opts.CatalogPrefix, "/")+"/stores/"+id)
+		prefix := strings.TrimSuffix(opts.CatalogPrefix, "/") + "/stores/" + id
+		db.cat = catalog.New(opts.Etcd, prefix)
+		db.demand = demand.New(opts.Etcd, prefix)
+		db.pub = demand.NewPublisher(db.demand, demand.PublisherOptions{})
 	}
 	return db, nil
 }

@@ -32,6 +32,10 @@ type ScanOptions struct {
 	Limit int64
 	// NoIndex scans without the table's indexes (results are the same; for comparison).
 	NoIndex bool
+	// NoStatistics reads every batch of every live fragment without pruning by the
+	// fragments' and batches' min/max statistics (results are the same; with NoIndex it
+	// is a full scan, the baseline of index benchmarks).
+	NoStatistics bool
 	// ForceIndexes uses every usable index whatever the cost estimates say (results are
 	// the same; for tests and comparisons that must exercise the indexes).
 	ForceIndexes bool
@@ -71,8 +75,9 @@ type scanPlan struct {
 	tasks    []batchTask
 	pruned   ScanStats
 	// indexUses says how the planner used each index it considered.
-	indexUses []IndexUse
-	force     bool // ScanOptions.forceIndexes
+	indexUses   []IndexUse
+	indexPruned int  // batches statistics kept that the indexes skipped
+	force       bool // ScanOptions.forceIndexes
 	// wal says what the plan takes from the WAL; release frees what it read (close).
 	wal     WALPlan
 	release []func()
@@ -143,14 +148,15 @@ func (t *Table) plan(ctx context.Context, opts ScanOptions) (*scanPlan, error) {
 			return nil, fmt.Errorf("table %q version %d: fragment %d has %d data files; this build reads one per fragment", t.name, m.Version, f.ID, len(f.Files))
 		}
 		df := &f.Files[0]
-		if p.expr != nil && !p.expr.MayMatch(df.Rows, statsLookup(m, df.FieldIDs, df.Stats)) {
+		prune := p.expr != nil && !opts.NoStatistics
+		if prune && !p.expr.MayMatch(df.Rows, statsLookup(m, df.FieldIDs, df.Stats)) {
 			p.pruned.FragmentsPruned++
 			continue
 		}
 		var start int64
 		for bi, b := range df.Batches {
 			p.pruned.Batches++
-			if p.expr != nil && !p.expr.MayMatch(b.Rows, statsLookup(m, df.FieldIDs, df.BatchStats(bi))) {
+			if prune && !p.expr.MayMatch(b.Rows, statsLookup(m, df.FieldIDs, df.BatchStats(bi))) {
 				p.pruned.BatchesPruned++
 			} else {
 				p.tasks = append(p.tasks, batchTask{frag: f, fileIdx: 0, batch: bi, rowStart: start, rows: b.Rows})

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/shale-db/shale/demand"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/wal"
 )
@@ -157,6 +158,7 @@ func (t *Table) WAL(ctx context.Context, shard int) (*WALWriter, error) {
 			return m.WALMerged[id], nil
 		},
 		OnFlush: func(m *wal.ShardManifest) {
+			t.db.pub.Publish(t.name, writerEvent(m, t.m.IncarnationSince))
 			if f := t.db.opts.OnWALFlush; f != nil {
 				f(t.name, m)
 			}
@@ -401,4 +403,66 @@ func (p *scanPlan) readMem(ctx context.Context, task batchTask) (arrow.RecordBat
 		return nil, nil, fmt.Errorf("table %q: WHERE %q: %w", t.name, p.where, err)
 	}
 	return named, mask, nil
+}
+
+// writerEvent is the demand a flush that wrote m publishes: the shard's sealed generation,
+// its running byte total and when its newest generation was flushed (demand package).
+func writerEvent(m *wal.ShardManifest, incarnationSince uint64) demand.Event {
+	e := demand.Event{Shard: m.Shard, IncarnationSince: incarnationSince, WriterEpoch: m.Epoch,
+		SealedThrough: m.Sealed(), SealedBytesThrough: m.SealedBytes, Source: demand.SourceWriter}
+	if n := len(m.Generations); n > 0 && m.Generations[n-1].Generation == m.Sealed() {
+		e.FlushedAtMs = m.Generations[n-1].FlushedAt
+	}
+	return e
+}
+
+// Demand is the DB's WAL demand records (nil without a catalog): what a planner folds.
+func (db *DB) Demand() *demand.Records { return db.demand }
+
+// DemandStats counts what the DB's detached demand publisher did (zero without a catalog).
+func (db *DB) DemandStats() demand.PublisherStats { return db.pub.Stats() }
+
+// ScanWALDemand re-reads every shard of the table's WAL from storage and publishes what it
+// finds as scan events (demand.SourceScan: the shard manifest's sealed generation and
+// bytes, the published version's merged watermark), correcting any flush or merge event
+// that was lost; a scan can only raise a record, never lower it. It returns the events
+// and whether each changed its record. Cost: a LIST and a GET per shard, one etcd
+// read-join-put per shard. Errors: ErrNoWAL, wal and etcd errors; nothing is published
+// without a catalog (the events are still returned).
+func (t *Table) ScanWALDemand(ctx context.Context) ([]demand.Event, []bool, error) {
+	pub, err := t.db.latest(ctx, t.name)
+	if err != nil {
+		return nil, nil, err
+	}
+	n := WALShards(pub.Config)
+	if n == 0 {
+		return nil, nil, fmt.Errorf("table %q: %w", t.name, ErrNoWAL)
+	}
+	var events []demand.Event
+	var wrote []bool
+	for i := range n {
+		id := wal.ShardID(i)
+		m, err := wal.LoadShard(ctx, t.db.store, t.name, id)
+		if errors.Is(err, wal.ErrNoShard) {
+			continue
+		}
+		if err != nil {
+			return events, wrote, err
+		}
+		if m.Incarnation != "" && pub.Incarnation != "" && m.Incarnation != pub.Incarnation {
+			continue
+		}
+		e := writerEvent(m, pub.IncarnationSince)
+		e.Source = demand.SourceScan
+		merged := pub.WALMerged[id]
+		e.MergedThrough = &merged
+		changed := false
+		if t.db.demand != nil {
+			if changed, err = t.db.demand.Publish(ctx, t.name, e); err != nil {
+				return events, wrote, err
+			}
+		}
+		events, wrote = append(events, e), append(wrote, changed)
+	}
+	return events, wrote, nil
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -365,4 +366,60 @@ func TestFencingOneShardLeavesTheOtherWriting(t *testing.T) {
 	if got := sorted(ids(t, mustOpen(t, db, "w"), "")); !slices.Equal(got, append(seq(0, 10), seq(100, 105)...)) {
 		t.Fatalf("rows %v", got)
 	}
+}
+
+// TestWALDemandFollowsFlushesAndMerges: a flush publishes the shard's sealed generation
+// to demand, a merge its merged watermark (both detached from the write path), and a scan
+// of storage publishes both; the table fold then shows what is pending.
+func TestWALDemandFollowsFlushesAndMerges(t *testing.T) {
+	ctx := context.Background()
+	db := openDBOn(t, storetest.Local(t))
+	tbl := walTable(t, db, "w", "1", 0)
+	w, err := tbl.WAL(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(ctx)
+	pending := func(want uint64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			snap, err := db.Demand().ReadTable(ctx, "w")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := uint64(0)
+			if td := snap.Tables["w"]; td != nil {
+				got = td.PendingGenerations()
+			}
+			if got == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("demand: %d pending generations, want %d (publisher %+v)", got, want, db.DemandStats())
+			}
+			time.Sleep(5 * time.Millisecond) // the detached publisher's etcd round trip
+		}
+	}
+	for g := range int64(3) {
+		walAppend(t, w, g*10, g*10+10)
+		if err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pending(3)
+	if _, err := mustOpen(t, db, "w").MergeWAL(ctx, MergeWALOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pending(0)
+	walAppend(t, w, 30, 40)
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pending(1)
+	events, _, err := mustOpen(t, db, "w").ScanWALDemand(ctx)
+	if err != nil || len(events) != 1 || events[0].SealedThrough != 4 || *events[0].MergedThrough != 3 {
+		t.Fatalf("scan: %+v, %v", events, err)
+	}
+	pending(1)
 }

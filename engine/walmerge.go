@@ -91,6 +91,7 @@ func (t *Table) MergeWAL(ctx context.Context, opts MergeWALOptions) (MergeWALRes
 		out := MergeWALResult{CommitResult: res, Shards: shards}
 		if err == nil {
 			for _, s := range shards {
+				t.db.pub.PublishMerged(t.name, s.Shard, s.To, t.m.IncarnationSince)
 				if f := t.db.opts.OnWALMerged; f != nil {
 					f(t.name, s.Shard, s.To)
 				}

@@ -223,14 +223,15 @@ func (s Sidecars) Arm(ctx context.Context, in *compaction.Intent) error {
 }
 
 // Disarm deletes in's sidecar after its run published (or found nothing to do). A run
-// that replanned first resolves the sidecar as Recover would: the files of attempts that
-// no version references are deleted, then the sidecar. Attempts the run saw rejected need
-// no fence (a conflict is the commit loop's decision), so a run whose replans all
-// followed conflicts commits no abort version and leaves the table in sync. Errors:
-// store errors naming the key.
+// that replanned first (more than one attempt, or one rejected attempt after which the
+// replan found nothing to compact) resolves the sidecar as Recover would: the files of
+// attempts that no version references are deleted, then the sidecar. Attempts the run saw
+// rejected need no fence (a conflict is the commit loop's decision), so a run whose
+// replans all followed conflicts commits no abort version, leaves the table in sync and
+// leaves no file for garbage collection to fence. Errors: store errors naming the key.
 func (s Sidecars) Disarm(ctx context.Context, in *compaction.Intent) error {
 	key := Key(in.ID)
-	if len(in.Attempts) > 1 {
+	if len(in.Attempts) > 1 || len(in.Attempts) == 1 && in.Attempts[0].Rejected {
 		r := &recoverer{s: s.Store, cat: s.Catalog, opts: Options{}.withDefaults(s.Catalog != nil)}
 		if _, err := r.resolve(ctx, key, FromIntent(in), Outcome{Key: key, Operation: in.ID}); err != nil {
 			return fmt.Errorf("table %q: %w", in.Table, err)

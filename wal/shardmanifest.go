@@ -48,6 +48,9 @@ type ShardManifest struct {
 	Generations []Generation `cbor:"10,keyasint,omitempty"`
 	Status      string       `cbor:"11,keyasint"`           // StatusActive
 	Written     int64        `cbor:"12,keyasint,omitempty"` // when it was written, Unix ns
+	// SealedBytes is the bytes of every generation the shard ever flushed (1 …
+	// Sealed()), merged ones included: the running total demand publishes.
+	SealedBytes uint64 `cbor:"13,keyasint,omitempty"`
 	// Key is the object this manifest was read from (not encoded).
 	Key string `cbor:"-"`
 }

@@ -665,6 +665,7 @@ func (w *Writer) flushOne(ctx context.Context, man *ShardManifest, m *memtable) 
 		g.Covers = next.Replay
 		next.Generations = append(next.Generations, g)
 		next.NextGeneration++
+		next.SealedBytes += uint64(g.Bytes)
 	}
 	if err := seamFlushFiles.Inject(ctx); err != nil {
 		return nil, err
