@@ -78,7 +78,7 @@ func TestMultiProcessBoundedRun(t *testing.T) {
 					return
 				default:
 				}
-				if err := query(ctx, db, dir, writers(), r, q, &retries); err != nil {
+				if err := query(ctx, db, dir, writers, r, q, &retries); err != nil {
 					readErr <- err
 					return
 				}
@@ -169,11 +169,12 @@ func TestMultiProcessBoundedRun(t *testing.T) {
 		d, len(l.acked)-baseRows, len(writers()), writerKills, unacked, l.merges, incarnations, kills, anywhere, strings.Join(names, ", "), queries.Load(), retries.Load(), len(rec.Merge.Shards))
 }
 
-// query runs one checked query: reader r's q-th, judged by the journals named. Even
+// query runs one checked query: reader r's q-th, judged by the journals writers names
+// (before the query for what must be present, after it for what may be). Even
 // queries scan every row, odd ones the rows of one shard (a filtered scan statistics can
 // prune).
-func query(ctx context.Context, db *engine.DB, dir string, writers []string, r, q int, retries *atomic.Int64) error {
-	before, err := readLedger(dir, writers...)
+func query(ctx context.Context, db *engine.DB, dir string, writers func() []string, r, q int, retries *atomic.Int64) error {
+	before, err := readLedger(dir, writers()...)
 	if err != nil {
 		return err
 	}
@@ -193,7 +194,7 @@ func query(ctx context.Context, db *engine.DB, dir string, writers []string, r, 
 	if err != nil {
 		return fmt.Errorf("query %d.%d (%q): %w", r, q, filter, err)
 	}
-	after, err := readLedger(dir, writers...)
+	after, err := readLedger(dir, writers()...) // the journals again: a writer started meanwhile has one
 	if err != nil {
 		return err
 	}
