@@ -198,3 +198,27 @@ func TestRedactForms(t *testing.T) {
 		}
 	}
 }
+
+// TestMustExistOpenOfAMissingDirectoryCreatesNothing: a writable open with MustExist of a
+// file:// directory that does not exist fails with ErrNotFound and creates nothing; of
+// one that exists it opens for writing (the probe runs, writes work).
+func TestMustExistOpenOfAMissingDirectoryCreatesNothing(t *testing.T) {
+	ctx := testCtx(t)
+	dir := filepath.Join(t.TempDir(), "typo", "store")
+	_, err := store.Open(ctx, "file://"+dir, store.Options{MustExist: true})
+	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), "nothing was created") {
+		t.Fatalf("MustExist open of a missing directory: %v; want ErrNotFound", err)
+	}
+	if _, err := os.Stat(filepath.Dir(dir)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("MustExist open created %s: %v", filepath.Dir(dir), err)
+	}
+	existing := t.TempDir()
+	s, err := store.Open(ctx, "file://"+existing, store.Options{MustExist: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.PutIfAbsent(ctx, "k", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+}
