@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -69,11 +68,9 @@ object per row; the default with --json), arrow (an Arrow IPC stream, for pipes)
 			if format == outArrow && isTerminal(a.stdout) {
 				return usagef("--format arrow writes binary Arrow IPC; redirect stdout to a file or a pipe")
 			}
-			var cols []string
-			if columns != "" {
-				for _, c := range strings.Split(columns, ",") {
-					cols = append(cols, strings.TrimSpace(c))
-				}
+			cols, err := parseColumns(columns)
+			if err != nil {
+				return err
 			}
 			return a.query(cmd.Context(), args[0], v, engine.ScanOptions{Columns: cols, Filter: where, Limit: limit}, format)
 		},
