@@ -56,6 +56,7 @@ func (s *bucketStore) Get(ctx context.Context, key string) ([]byte, error) {
 	if err := s.checkKey(OpGet, key); err != nil {
 		return nil, err
 	}
+	defer watchSlow(s.opts, s.url, OpGet, key)()
 	var out []byte
 	err := retry(ctx, s.opts, func(ctx context.Context) error {
 		s.counters.add(OpGet)
@@ -74,6 +75,7 @@ func (s *bucketStore) GetRange(ctx context.Context, key string, offset, length i
 	if err := s.checkKey(OpGetRange, key); err != nil {
 		return nil, err
 	}
+	defer watchSlow(s.opts, s.url, OpGetRange, key)()
 	if offset < 0 {
 		return nil, s.namer(OpGetRange, key).fail(ErrPermanent, fmt.Errorf("negative offset %d", offset))
 	}
@@ -115,6 +117,7 @@ func (s *bucketStore) Head(ctx context.Context, key string) (ObjectInfo, error) 
 	if err := s.checkKey(OpHead, key); err != nil {
 		return ObjectInfo{}, err
 	}
+	defer watchSlow(s.opts, s.url, OpHead, key)()
 	var out ObjectInfo
 	err := retry(ctx, s.opts, func(ctx context.Context) error {
 		a, err := s.attributes(ctx, key)
@@ -141,6 +144,7 @@ func (s *bucketStore) Put(ctx context.Context, key string, data []byte) error {
 	if err := s.checkKey(OpPut, key); err != nil {
 		return err
 	}
+	defer watchSlow(s.opts, s.url, OpPut, key)()
 	return retry(ctx, s.opts, func(ctx context.Context) error {
 		s.counters.add(OpPut)
 		if err := s.bucket.WriteAll(ctx, key, data, nil); err != nil {
@@ -155,6 +159,7 @@ func (s *bucketStore) PutIfAbsent(ctx context.Context, key string, data []byte) 
 	if err := s.checkKey(OpPutIfAbsent, key); err != nil {
 		return err
 	}
+	defer watchSlow(s.opts, s.url, OpPutIfAbsent, key)()
 	rb := readBack{
 		head: func(ctx context.Context) (int64, []byte, error) {
 			a, err := s.attributes(ctx, key)
@@ -196,6 +201,7 @@ func (s *bucketStore) List(ctx context.Context, prefix string, limit int) ([]Obj
 	for {
 		var page []*blob.ListObject
 		var next []byte
+		stop := watchSlow(s.opts, s.url, OpList, prefix)
 		err := retry(ctx, s.opts, func(ctx context.Context) error {
 			s.counters.add(OpList)
 			var err error
@@ -205,6 +211,7 @@ func (s *bucketStore) List(ctx context.Context, prefix string, limit int) ([]Obj
 			}
 			return nil
 		})
+		stop()
 		if err != nil {
 			return nil, err
 		}
@@ -228,6 +235,7 @@ func (s *bucketStore) Delete(ctx context.Context, key string) error {
 	if err := s.checkKey(OpDelete, key); err != nil {
 		return err
 	}
+	defer watchSlow(s.opts, s.url, OpDelete, key)()
 	return retry(ctx, s.opts, func(ctx context.Context) error {
 		s.counters.add(OpDelete)
 		if err := s.bucket.Delete(ctx, key); err != nil {

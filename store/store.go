@@ -132,6 +132,22 @@ type Options struct {
 	// later attempt or a read-back decides it. 0 means no per-attempt limit (the caller's
 	// context still applies).
 	AttemptTimeout time.Duration
+	// Slow, when set, is told about a request of an S3 or GCS store that has gone on for
+	// SlowAfter without finishing (retries included), and again every SlowAfter until it
+	// finishes: a server that accepts connections but never answers otherwise makes a
+	// caller wait without a word (there is no per-attempt limit by default). It is called
+	// from another goroutine, must not block, and changes nothing about the request.
+	Slow func(SlowRequest)
+	// SlowAfter is the period of Slow (default 10s).
+	SlowAfter time.Duration
+}
+
+// SlowRequest describes a request that has not finished yet (Options.Slow).
+type SlowRequest struct {
+	Store  string        // the store's redacted URL
+	Op     Op            // the request kind
+	Key    string        // the object key (for a listing, the prefix)
+	Waited time.Duration // since the request started, retries included
 }
 
 func (o Options) withDefaults() Options {
@@ -149,6 +165,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxBackoff < o.BaseBackoff {
 		o.MaxBackoff = o.BaseBackoff
+	}
+	if o.SlowAfter <= 0 {
+		o.SlowAfter = 10 * time.Second
 	}
 	return o
 }

@@ -227,7 +227,7 @@ func (a *app) open(ctx context.Context) (*engine.DB, error) {
 	if a.db != nil {
 		return a.db, nil
 	}
-	s, err := store.Open(ctx, a.storeURL(), store.Options{ReadOnly: a.readOnly, MustExist: a.mustExist})
+	s, err := store.Open(ctx, a.storeURL(), a.storeOptions(store.Options{ReadOnly: a.readOnly, MustExist: a.mustExist}))
 	if err != nil {
 		return nil, a.storeOpenError(err)
 	}
@@ -257,6 +257,24 @@ func (a *app) open(ctx context.Context) (*engine.DB, error) {
 	}
 	a.db = db
 	return db, nil
+}
+
+// envStoreSlow sets how long a store request may go on before a command says it waits for
+// it (a Go duration; default 10s).
+const envStoreSlow = "SHALE_STORE_SLOW"
+
+// storeOptions adds to o what every command's store does: a request of an S3 or GCS store
+// that goes on without an answer is said on stderr (a server that accepts connections
+// and never answers would otherwise hang the command without a word; Ctrl-C ends it).
+func (a *app) storeOptions(o store.Options) store.Options {
+	if d, err := time.ParseDuration(os.Getenv(envStoreSlow)); err == nil && d > 0 {
+		o.SlowAfter = d
+	}
+	o.Slow = func(r store.SlowRequest) {
+		fmt.Fprintf(a.stderr, "shale: store: waiting for %s %q: no answer after %s (%s; Ctrl-C stops)\n",
+			strings.ReplaceAll(string(r.Op), "_", "-"), r.Key, r.Waited.Round(time.Second/10), r.Store)
+	}
+	return o
 }
 
 // storeOpenError words a failure of store.Open for the command line: a bad URL is a

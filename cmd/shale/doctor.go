@@ -144,7 +144,7 @@ func (a *app) doctorStore(ctx context.Context, rep *doctorReport, large bool) {
 			rep.add(T, n, checkSkip, why, "")
 		}
 	}
-	s, err := store.Open(ctx, raw, store.Options{ReadOnly: true, Retries: 2, AttemptTimeout: 20 * time.Second})
+	s, err := store.Open(ctx, raw, a.storeOptions(store.Options{ReadOnly: true, Retries: 2, AttemptTimeout: 20 * time.Second}))
 	switch {
 	case err != nil && errors.Is(err, store.ErrNotFound) && a.storeFlag == "":
 		rep.add(T, "reachable", checkOK, "the default store does not exist yet: the first write (shale create or shale import) creates it", "")

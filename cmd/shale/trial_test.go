@@ -1,7 +1,10 @@
 package main
 
 import (
+	"errors"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -119,5 +122,77 @@ func TestFlagDurationAndEndpointList(t *testing.T) {
 	}
 	if got := endpointList([]string{"http://a:1", "http://b:2"}); got != "http://a:1, http://b:2" {
 		t.Errorf("endpointList: %q", got)
+	}
+}
+
+// TestStoreThatNeverAnswersIsSaidAndCtrlCEndsIt: against an S3 endpoint that accepts
+// connections and never answers, a command says on stderr what it waits for (the
+// request, the key, how long, the store's redacted URL), again while it waits, instead
+// of hanging without a word; Ctrl-C ends it with "interrupted".
+func TestStoreThatNeverAnswersIsSaidAndCtrlCEndsIt(t *testing.T) {
+	e := sharedEnv(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	defer func() {
+		l.Close()
+		<-accepted
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	storeURL := "s3://AKID:" + plantedSecret + "@bkt/p?endpoint=http://" + l.Addr().String() + "&use_path_style=true&region=us-east-1"
+	cmd := exec.Command(shaleBin, "query", "t", "--store", storeURL)
+	cmd.Dir = e.dir
+	cmd.Env = append(os.Environ(), "SHALE_HOME="+e.home, "SHALE_ETCD_IDLE=20s", envStoreSlow+"=200ms")
+	var out, errb lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	const want = "shale: store: waiting for "
+	deadline := time.Now().Add(time.Minute)
+	for strings.Count(errb.String(), want) < 2 {
+		select {
+		case err := <-done:
+			t.Fatalf("query of a silent store ended: %v\n%s", err, errb.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			<-done
+			t.Fatalf("no word about the silent store within a minute:\n%s", errb.String())
+		}
+		time.Sleep(20 * time.Millisecond) // polling the command's stderr
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		s := errb.String()
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(s, "shale: error: interrupted: query stopped") ||
+			!strings.Contains(s, `no answer after`) || !strings.Contains(s, "s3://REDACTED@bkt/p") || strings.Contains(s, plantedSecret) {
+			t.Fatalf("after Ctrl-C: %v\n%s", err, s)
+		}
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		t.Fatalf("query did not end within a minute of SIGINT:\n%s", errb.String())
 	}
 }

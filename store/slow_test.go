@@ -1,0 +1,96 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shale-db/shale/store"
+)
+
+// silentServer accepts TCP connections and never answers: a store endpoint that hangs.
+func silentServer(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		<-done
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return l.Addr().String()
+}
+
+// TestSlowRequestsAreReported: a request to an S3 server that accepts the connection and
+// never answers is reported to Options.Slow after SlowAfter, and again every SlowAfter
+// (the op, the key, the redacted store URL, the time waited, growing), until the
+// caller's context ends it; a store without Slow reports nothing and still ends with its
+// context.
+func TestSlowRequestsAreReported(t *testing.T) {
+	addr := silentServer(t)
+	raw := "s3://AKID:SLOWs3cret@bkt/p?endpoint=http://" + addr + "&use_path_style=true&region=us-east-1"
+	reports := make(chan store.SlowRequest, 100)
+	s, err := store.Open(context.Background(), raw, store.Options{ReadOnly: true, SlowAfter: 50 * time.Millisecond,
+		Slow: func(r store.SlowRequest) { reports <- r }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan error, 1)
+	go func() {
+		_, err := s.Get(ctx, "tbl/_versions/x.manifest")
+		got <- err
+	}()
+	var seen []store.SlowRequest
+	deadline := time.After(time.Minute)
+	for len(seen) < 3 {
+		select {
+		case r := <-reports:
+			seen = append(seen, r)
+		case err := <-got:
+			t.Fatalf("Get of a silent server returned %v", err)
+		case <-deadline:
+			t.Fatalf("no slow-request reports within a minute: %+v", seen)
+		}
+	}
+	cancel()
+	if err := <-got; err == nil || !errors.Is(err, context.Canceled) && !errors.Is(err, store.ErrTransient) {
+		t.Fatalf("Get after cancel: %v", err)
+	}
+	for i, r := range seen {
+		if r.Op != store.OpGet || r.Key != "tbl/_versions/x.manifest" || strings.Contains(r.Store, "SLOWs3cret") ||
+			!strings.HasPrefix(r.Store, "s3://") || (i > 0 && r.Waited <= seen[i-1].Waited) || r.Waited < 50*time.Millisecond {
+			t.Fatalf("report %d: %+v (all: %+v)", i, r, seen)
+		}
+	}
+	quiet, err := store.Open(context.Background(), raw, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer quiet.Close()
+	qctx, qcancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer qcancel()
+	if _, err := quiet.Head(qctx, "k"); err == nil {
+		t.Fatal("Head of a silent server succeeded")
+	}
+}
