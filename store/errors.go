@@ -37,7 +37,8 @@ var (
 	// A writable Open refuses such a store (see Options.SkipLargeProbe); reads still work.
 	ErrLargePreconditionsIgnored = fmt.Errorf("%w on large (multipart) objects", ErrPreconditionsIgnored)
 	// ErrInvalidURL: the store URL is malformed (not a URL, a bare path, a file URL naming
-	// a host, an unsupported scheme, no bucket); the message suggests what was meant.
+	// a host, an unsupported scheme, no bucket, an s3:// or gs:// query parameter unknown
+	// to the opener or with a value it cannot parse); the message suggests what was meant.
 	// Returned by ParseURL, Open and OpenBucket before any I/O.
 	ErrInvalidURL = errors.New("invalid store URL")
 )

@@ -3,7 +3,9 @@ package store_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -92,5 +94,34 @@ func TestSlowRequestsAreReported(t *testing.T) {
 	defer qcancel()
 	if _, err := quiet.Head(qctx, "k"); err == nil {
 		t.Fatal("Head of a silent server succeeded")
+	}
+}
+
+// TestGCSOpenWithoutCredentialsPrintsNothing: opening a gs:// store on a machine without
+// Google default credentials (and no emulator) writes nothing to standard output, where
+// gocloud's default opener printed "Warning: unable to load GCP Default Credentials: …"
+// into a query's CSV or a --json report; the store opens (unauthenticated requests).
+func TestGCSOpenWithoutCredentialsPrintsNothing(t *testing.T) {
+	t.Setenv("STORAGE_EMULATOR_HOST", "")
+	t.Setenv("STORAGE_EMULATOR_HOST_GRPC", "")
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", "")
+	t.Setenv("HOME", t.TempDir()) // no ~/.config/gcloud/application_default_credentials.json
+	t.Setenv("CLOUDSDK_CONFIG", t.TempDir())
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := os.Stdout
+	os.Stdout = w
+	s, err := store.Open(context.Background(), "gs://shale-no-creds/p", store.Options{ReadOnly: true})
+	os.Stdout = stdout
+	w.Close()
+	printed, _ := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	s.Close()
+	if len(printed) != 0 {
+		t.Fatalf("opening a gs:// store printed on stdout: %q", printed)
 	}
 }

@@ -222,3 +222,20 @@ func TestMustExistOpenOfAMissingDirectoryCreatesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestUnknownQueryParameterIsAnInvalidURL: an s3:// or gs:// query parameter the opener
+// does not know, or a value it cannot parse, is ErrInvalidURL (a malformed URL, which the
+// CLI reports as a usage error), naming the parameter; not ErrPermanent.
+func TestUnknownQueryParameterIsAnInvalidURL(t *testing.T) {
+	t.Setenv("STORAGE_EMULATOR_HOST", "127.0.0.1:1") // gs:// opens without looking for credentials
+	for raw, want := range map[string]string{
+		"s3://b?region=us-east-1&bogus=1":             `unknown query parameter "bogus"`,
+		"s3://b?region=us-east-1&use_path_style=nope": `invalid value for "use_path_style"`,
+		"gs://b?bogus=1":                              `invalid query parameter "bogus"`,
+	} {
+		_, err := store.Open(testCtx(t), raw, store.Options{ReadOnly: true})
+		if !errors.Is(err, store.ErrInvalidURL) || errors.Is(err, store.ErrPermanent) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Open(%q): %v; want ErrInvalidURL naming %s", raw, err, want)
+		}
+	}
+}

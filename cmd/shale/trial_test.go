@@ -196,3 +196,12 @@ func TestStoreThatNeverAnswersIsSaidAndCtrlCEndsIt(t *testing.T) {
 		t.Fatalf("query did not end within a minute of SIGINT:\n%s", errb.String())
 	}
 }
+
+// TestUnknownStoreParameterIsAUsageError: a --store URL with a query parameter the store
+// does not know is a usage error (exit 2) that names it, like every other malformed
+// --store, not a failed command (exit 1).
+func TestUnknownStoreParameterIsAUsageError(t *testing.T) {
+	e := sharedEnv(t)
+	e.fails(2, []string{`--store s3://b?bogus=1&region=us-east-1`, `unknown query parameter "bogus"`}, "status", "--store", "s3://b?region=us-east-1&bogus=1")
+	e.fails(2, []string{`invalid value for "use_path_style"`}, "query", "t", "--store", "s3://b?region=us-east-1&use_path_style=nope")
+}
