@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strings"
 
 	"gocloud.dev/blob"
 )
@@ -42,7 +44,21 @@ func (s *bucketStore) namer(op Op, key string) errorNamer {
 // fail classifies a driver error for op on key.
 func (s *bucketStore) fail(op Op, key string, err error) error {
 	write := op == OpPut || op == OpPutIfAbsent || op == OpDelete
-	return &Error{Op: op, Store: s.url, Key: key, Class: classify(err, write), Err: s.redact.wrap(err)}
+	class := classify(err, write)
+	// On GCS a write answered 404 has no object to miss: its bucket is (GCS says no more;
+	// S3 names the bucket's absence, NoSuchBucket, and has 404s of its own for writes,
+	// NoSuchUpload).
+	gcsWrite404 := class == ErrNotFound && (op == OpPut || op == OpPutIfAbsent) && strings.HasPrefix(s.url, "gs://")
+	if noBucket(err) || gcsWrite404 {
+		// Not "object not found" with the SDK's request ids: the store itself is missing.
+		bucket := "?"
+		if u, perr := url.Parse(s.url); perr == nil {
+			bucket = u.Host
+		}
+		return &Error{Op: op, Store: s.url, Key: key, Class: ErrPermanent,
+			Err: fmt.Errorf("%w: %q (create it, or correct the store URL)", ErrNoBucket, bucket)}
+	}
+	return &Error{Op: op, Store: s.url, Key: key, Class: class, Err: s.redact.wrap(err)}
 }
 
 func (s *bucketStore) checkKey(op Op, key string) error {

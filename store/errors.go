@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 
+	"cloud.google.com/go/storage"
 	"gocloud.dev/gcerrors"
 	"google.golang.org/api/googleapi"
 )
@@ -42,6 +43,11 @@ var (
 	// Returned by ParseURL, Open and OpenBucket before any I/O.
 	ErrInvalidURL = errors.New("invalid store URL")
 )
+
+// ErrNoBucket is not a class: it is the cause of an *Error of class ErrPermanent (not
+// ErrNotFound: no object is absent, the whole store is) from a request that found that
+// the S3 or GCS bucket the store URL names does not exist; the message names the bucket.
+var ErrNoBucket = errors.New("bucket does not exist")
 
 // Error describes a failed store request: the operation, the store URL (credentials
 // removed), the object key (or the listed prefix), the class (one of the Err* values
@@ -141,4 +147,14 @@ func httpStatus(err error) (int, bool) {
 func isDialError(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// noBucket reports a driver error saying the bucket does not exist (S3's NoSuchBucket
+// error code, GCS's storage.ErrBucketNotExist).
+func noBucket(err error) bool {
+	var api interface{ ErrorCode() string }
+	if errors.As(err, &api) && api.ErrorCode() == "NoSuchBucket" {
+		return true
+	}
+	return errors.Is(err, storage.ErrBucketNotExist)
 }

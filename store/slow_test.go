@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsouza/fake-gcs-server/fakestorage"
+	"gocloud.dev/blob/gcsblob"
+
+	"github.com/shale-db/shale/internal/storetest"
 	"github.com/shale-db/shale/store"
 )
 
@@ -123,5 +127,51 @@ func TestGCSOpenWithoutCredentialsPrintsNothing(t *testing.T) {
 	s.Close()
 	if len(printed) != 0 {
 		t.Fatalf("opening a gs:// store printed on stdout: %q", printed)
+	}
+}
+
+// TestMissingBucketIsPermanentAndNamed: listings and writes of an S3 or GCS bucket that
+// does not exist (and S3 reads) fail as ErrPermanent wrapping ErrNoBucket, naming the
+// bucket without the SDK's request ids, not as ErrNotFound ("object not found", as if
+// only the key were absent).
+func TestMissingBucketIsPermanentAndNamed(t *testing.T) {
+	ctx := testCtx(t)
+	srv := storetest.NewS3Server(t, storetest.S3Options{})
+	s3, err := store.Open(ctx, strings.Replace(srv.StoreURL, "s3://"+storetest.S3Bucket, "s3://nosuchbkt", 1), store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s3.Close()
+
+	gsrv, err := fakestorage.NewServerWithOptions(fakestorage.Options{NoListener: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gsrv.Stop()
+	b, err := gcsblob.OpenBucket(ctx, nil, "nosuchbkt", &gcsblob.Options{Client: gsrv.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, err := store.OpenBucket(ctx, b, "gs://nosuchbkt", store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gs.Close()
+
+	for name, s := range map[string]store.Store{"s3": s3, "gs": gs} {
+		_, lerr := s.List(ctx, "t/", 0)
+		perr := s.PutIfAbsent(ctx, "t/k", []byte("x"))
+		errs := map[string]error{"list": lerr, "put_if_absent": perr}
+		if name == "s3" {
+			// S3 says NoSuchBucket to a GET too; GCS answers an object read in a missing
+			// bucket as for a missing object, so its Get stays ErrNotFound.
+			_, errs["get"] = s.Get(ctx, "t/k")
+		}
+		for op, err := range errs {
+			if !errors.Is(err, store.ErrNoBucket) || !errors.Is(err, store.ErrPermanent) || errors.Is(err, store.ErrNotFound) ||
+				!strings.Contains(err.Error(), `bucket does not exist: "nosuchbkt"`) || strings.Contains(err.Error(), "RequestID") {
+				t.Errorf("%s %s of a missing bucket: %v", name, op, err)
+			}
+		}
 	}
 }

@@ -399,7 +399,7 @@ func storeFix(err error, u *url.URL) string {
 		return "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE, or ACCESS_KEY_ID:SECRET_ACCESS_KEY@ in the URL) to credentials the server accepts, or add anonymous=true for a server that takes unsigned requests"
 	case credentialError(err) && u.Scheme == "gs":
 		return "set GOOGLE_APPLICATION_CREDENTIALS to a service account key file or run gcloud auth application-default login; for a local emulator set STORAGE_EMULATOR_HOST=host:port"
-	case strings.Contains(m, "NoSuchBucket") || strings.Contains(m, "bucket doesn't exist") || (remoteScheme(u) && errors.Is(err, store.ErrNotFound)):
+	case errors.Is(err, store.ErrNoBucket) || strings.Contains(m, "NoSuchBucket") || strings.Contains(m, "bucket doesn't exist") || (remoteScheme(u) && errors.Is(err, store.ErrNotFound)):
 		if u.Scheme == "gs" {
 			return fmt.Sprintf("bucket %q does not exist: create it (gcloud storage buckets create gs://%s; on fake-gcs-server POST {\"name\":\"%s\"} to /storage/v1/b) or correct --store", u.Host, u.Host, u.Host)
 		}
