@@ -188,8 +188,11 @@ func TestS3CredentialsInURLSignRequests(t *testing.T) {
 func TestRedactForms(t *testing.T) {
 	cases := map[string]string{
 		"s3://AK:" + planted + "@bkt/p?region=r":                           "s3://" + store.Redacted + "@bkt/p?region=r",
-		"s3://bkt?endpoint=" + url.QueryEscape("http://u:"+planted+"@h:1"): "s3://bkt?endpoint=" + url.QueryEscape("http://"+store.Redacted+"@h:1"),
-		"s3://bkt?kmskeyid=" + planted + "&region=r":                       "s3://bkt?kmskeyid=" + store.Redacted + "&region=r",
+		"s3://bkt?endpoint=" + url.QueryEscape("http://u:"+planted+"@h:1"): "s3://bkt?endpoint=http://" + store.Redacted + "@h:1",
+		// The query stays as readable as it was typed: ':', '/' and '@' unescaped.
+		"s3://bkt/p?endpoint=http://127.0.0.1:9000&use_path_style=true&region=us-east-1": "s3://bkt/p?endpoint=http://127.0.0.1:9000&region=us-east-1&use_path_style=true",
+		"s3://bkt?endpoint=http://h:1/a%20b&region=r%26s":                                "s3://bkt?endpoint=http://h:1/a+b&region=r%26s",
+		"s3://bkt?kmskeyid=" + planted + "&region=r":                                     "s3://bkt?kmskeyid=" + store.Redacted + "&region=r",
 		"file:///tmp/x": "file:///tmp/x",
 	}
 	for in, want := range cases {

@@ -286,9 +286,13 @@ func (a *app) doctorLarge(ctx context.Context, rep *doctorReport, s store.Store,
 		return
 	}
 	found := err == nil
-	detail := fmt.Sprintf("a second conditional write of a %s-byte object (uploaded in parts) was refused", thousands(store.LargeProbeSize))
+	how := "uploaded in parts" // S3's multipart upload
+	if strings.HasPrefix(s.URL(), "gs://") {
+		how = "a resumable upload"
+	}
+	detail := fmt.Sprintf("a second conditional write of a %s-byte object (%s) was refused", thousands(store.LargeProbeSize), how)
 	if !found {
-		detail = fmt.Sprintf("a second conditional write of a %s-byte object (uploaded in parts) succeeded", thousands(store.LargeProbeSize))
+		detail = fmt.Sprintf("a second conditional write of a %s-byte object (%s) succeeded", thousands(store.LargeProbeSize), how)
 	}
 	switch {
 	case errors.Is(recErr, store.ErrNotFound):
