@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shale-db/shale/internal/storetest"
 )
 
 // Tests for what a new user trying the README on a clean clone tripped on (issue 9's
@@ -204,4 +206,20 @@ func TestUnknownStoreParameterIsAUsageError(t *testing.T) {
 	e := sharedEnv(t)
 	e.fails(2, []string{`--store s3://b?bogus=1&region=us-east-1`, `unknown query parameter "bogus"`}, "status", "--store", "s3://b?region=us-east-1&bogus=1")
 	e.fails(2, []string{`invalid value for "use_path_style"`}, "query", "t", "--store", "s3://b?region=us-east-1&use_path_style=nope")
+}
+
+// TestStatusOfAMissingBucketSaysSoOnce: status (and query) of an S3 store whose bucket
+// does not exist say that the bucket does not exist, naming it once, without the SDK's
+// request ids and without repeating the listing it was doing.
+func TestStatusOfAMissingBucketSaysSoOnce(t *testing.T) {
+	e := sharedEnv(t)
+	srv := storetest.NewS3Server(t, storetest.S3Options{})
+	missing := strings.Replace(srv.StoreURL, "s3://"+storetest.S3Bucket, "s3://nosuchbkt", 1)
+	for _, args := range [][]string{{"status"}, {"query", "t"}, {"status", "--json"}} {
+		r := e.run(append(args, "--store", missing)...)
+		if r.code != 1 || !strings.Contains(r.stderr, `bucket does not exist: \"nosuchbkt\"`) && !strings.Contains(r.stderr, `bucket does not exist: "nosuchbkt"`) ||
+			strings.Contains(r.stderr, "RequestID") || strings.Contains(r.stderr, "object not found") || strings.Count(r.stderr, "_recovery/") > 1 {
+			t.Fatalf("shale %q of a missing bucket: %v", args, r)
+		}
+	}
 }
