@@ -223,3 +223,12 @@ func TestStatusOfAMissingBucketSaysSoOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchRepsBelowOneIsAUsageError: bench --reps 0 and --reps -3 are usage errors (exit
+// 2) instead of silently running the default 5 repetitions (issue 9 item 16 names both).
+func TestBenchRepsBelowOneIsAUsageError(t *testing.T) {
+	e := sharedEnv(t)
+	for _, n := range []string{"0", "-3"} {
+		e.fails(2, []string{"--reps must be at least 1, got " + n}, "bench", "--suites", "import", "--reps", n)
+	}
+}
