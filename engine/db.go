@@ -16,9 +16,11 @@ import (
 	"github.com/oklog/ulid/v2"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/shale-db/shale/demand"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
 	"github.com/shale-db/shale/store"
+	"github.com/shale-db/shale/wal"
 )
 
 // storeIDKey holds the store's identity, created once with put-if-absent. The catalog keys
@@ -76,6 +78,17 @@ type Options struct {
 	// never). A multi-table write (PrepareAppend/PrepareDelete) is timed from its prepare
 	// and holds until DB.Commit returns or Write.Release.
 	WriteHoldAfter time.Duration
+	// OnWALFlush, when set, is called after each flush of a WAL writer of this DB with
+	// the shard manifest the flush wrote (on the flushing goroutine: it must not block),
+	// e.g. to publish demand.
+	OnWALFlush func(table string, m *wal.ShardManifest)
+	// OnWALMerged, when set, is called after each MergeWAL that committed and published,
+	// once per shard with its new merged watermark (it must not block), e.g. to publish
+	// demand.
+	OnWALMerged func(table, shard string, merged uint64)
+	// MergeSidecars, when set, stores a recovery sidecar for every WAL merge before it
+	// commits (recovery.MergeSidecars; the CLI sets it).
+	MergeSidecars MergeSidecars
 }
 
 // DB is a set of tables in one store, with the etcd catalog that publishes them when
@@ -92,6 +105,12 @@ type DB struct {
 	firstWrites writeGates
 	// indexes caches index lookups and zone maps (immutable objects).
 	indexes indexCache
+	// wals are the WAL writers open in this DB (Table.WAL), read by scans.
+	wals walRegistry
+	// demand holds the WAL demand records beside the catalog (nil without one); pub
+	// publishes flushes and merges to them off the write path.
+	demand *demand.Records
+	pub    *demand.Publisher
 }
 
 // Open opens the tables of store s. With opts.Etcd it reads (or creates) the store's id and
@@ -125,7 +144,10 @@ func Open(ctx context.Context, s store.Store, opts Options) (*DB, error) {
 			return nil, err
 		}
 		db.storeID = id
-		db.cat = catalog.New(opts.Etcd, strings.TrimSuffix(opts.CatalogPrefix, "/")+"/stores/"+id)
+		prefix := strings.TrimSuffix(opts.CatalogPrefix, "/") + "/stores/" + id
+		db.cat = catalog.New(opts.Etcd, prefix)
+		db.demand = demand.New(opts.Etcd, prefix)
+		db.pub = demand.NewPublisher(db.demand, demand.PublisherOptions{})
 	}
 	return db, nil
 }

@@ -136,6 +136,69 @@ func TestUnknownUpdateIsAppliedOnceAcrossExpiry(t *testing.T) {
 	}
 }
 
+// TestUnknownAppendIsCommittedOnceAcrossExpiry (issue 8 item 3, Append's own retry): an
+// append's first attempt lands with its reply lost and cannot be read back; before the
+// engine's own retry, another writer publishes past it and GC expires its version. The
+// retry must find its own transaction in the tombstone (Committed), instead of taking
+// "expired" for a conflict: the rows are there once, and its files are never committed a
+// second time (under another transaction id or the same).
+func TestUnknownAppendIsCommittedOnceAcrossExpiry(t *testing.T) {
+	ctx := context.Background()
+	db, fs, _ := faultDB(t)
+	tbl, err := db.CreateTable(ctx, "u", kvSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRange(t, tbl, 0, 3)
+	v := tbl.Version() + 1
+	calls := 0
+	defer failpoint.Enable("manifest.before_txn_put", failpoint.Call(func(ctx context.Context) error {
+		switch calls++; calls {
+		case 1: // the append's first attempt: it lands, its reply and one read-back are lost
+			unknownLanded(fs, "u", v, 1)
+		case 2: // the engine's retry of the append
+			other := mustOpen(t, db, "u")
+			if _, err := other.AppendRecord(ctx, kvBatch(50, 51)); err != nil {
+				return err
+			}
+			expireBelow(t, db, "u", other.Version())
+		}
+		return nil
+	}))()
+	rec := kvBatch(100, 105)
+	res, err := tbl.AppendRecord(ctx, rec)
+	rec.Release()
+	if err != nil || res.Version != v || !res.Published {
+		t.Fatalf("append: %+v, %v; want Committed as v%d (its first attempt)", res, err, v)
+	}
+	if calls < 2 {
+		t.Fatalf("the engine retried %d times; the test needs its retry", calls-1)
+	}
+	got := ids(t, mustOpen(t, db, "u"), "")
+	slices.Sort(got)
+	if want := []int64{0, 1, 2, 50, 100, 101, 102, 103, 104}; !slices.Equal(got, want) {
+		t.Fatalf("rows %v, want %v (the append exactly once)", got, want)
+	}
+	// No version after v names the append's files again.
+	first, err := manifest.LoadRecord(ctx, db.store, "u", v)
+	if err != nil || first.Txn == nil {
+		t.Fatalf("v%d: %v", v, err)
+	}
+	head, err := manifest.Head(ctx, db.store, "u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for u := v + 1; u <= head; u++ {
+		r, err := manifest.LoadRecord(ctx, db.store, "u", u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.TxnID == first.TxnID || len(r.Txn.Op.NewFragments) > 0 && slices.EqualFunc(r.Txn.Op.NewFragments, first.Txn.Op.NewFragments, func(a, b manifest.Fragment) bool { return a.Files[0].Key == b.Files[0].Key }) {
+			t.Fatalf("v%d commits the append's files again (%s)", u, r.TxnID)
+		}
+	}
+}
+
 // TestRetryOnReopenedHandleChecksConflicts (issue 8 item 4): a schema change whose outcome
 // was Unknown (nothing landed) is retried on a reopened handle after a concurrent schema
 // change gave its field id to another column. The retry must meet the conflict rules

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -152,5 +153,107 @@ func TestUnpublishedOverwriteDoesNotBlockAppends(t *testing.T) {
 	rec.Release()
 	if got := ids(t, mustOpen(t, db, "ow"), ""); !slices.Equal(got, []int64{30}) {
 		t.Fatalf("rows %v", got)
+	}
+}
+
+// readsFail is a store whose reads fail while fail is set (writes still work).
+type readsFail struct {
+	store.Store
+	fail atomic.Bool
+}
+
+var errReadsDown = errors.New("store reads down")
+
+func (s *readsFail) Get(ctx context.Context, key string) ([]byte, error) {
+	if s.fail.Load() {
+		return nil, errReadsDown
+	}
+	return s.Store.Get(ctx, key)
+}
+
+func (s *readsFail) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	if s.fail.Load() {
+		return nil, errReadsDown
+	}
+	return s.Store.GetRange(ctx, key, off, n)
+}
+
+func (s *readsFail) List(ctx context.Context, prefix string, limit int) ([]store.ObjectInfo, error) {
+	if s.fail.Load() {
+		return nil, errReadsDown
+	}
+	return s.Store.List(ctx, prefix, limit)
+}
+
+// TestKeyedWriteFailingBeforeCommitRetryCommitsNothing (found by the chaos test, SHALE_SEED=
+// 1796149841465748419: an update reported committed left its row unchanged): a keyed
+// update that fails while planning (its store reads fail) and cannot look its key up is
+// Unknown; Table.Retry of its transaction must not commit the empty, never-planned
+// operation (an empty update "committed" with no effect; an empty overwrite would truncate
+// the table). Retry decides by the key alone: ErrNotApplied (Rejected) while the key has
+// not committed, and the first run's version as a Duplicate when it has.
+func TestKeyedWriteFailingBeforeCommitRetryCommitsNothing(t *testing.T) {
+	ctx := context.Background()
+	s := &readsFail{Store: storetest.Local(t)}
+	db := openDBOn(t, s)
+	tbl, err := db.CreateTable(ctx, "k", kvSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRange(t, tbl, 0, 3)
+	before := mustOpen(t, db, "k").Version()
+
+	for _, write := range []struct {
+		name string
+		do   func(*Table) (CommitResult, error)
+	}{
+		{"update", func(t *Table) (CommitResult, error) {
+			return t.Update(ctx, map[string]string{"id": "id + 100"}, "id = 1", WithIdempotencyKey("u"))
+		}},
+		{"overwrite", func(t *Table) (CommitResult, error) {
+			rdr, err := array.NewRecordReader(kvSchema, []arrow.RecordBatch{kvBatch(50, 51)})
+			if err != nil {
+				panic(err)
+			}
+			defer rdr.Release()
+			return t.Overwrite(ctx, rdr, WithIdempotencyKey("o"))
+		}},
+	} {
+		h := mustOpen(t, db, "k")
+		s.fail.Store(true)
+		_, err := write.do(h)
+		s.fail.Store(false)
+		var ue *UnknownError
+		if !errors.As(err, &ue) {
+			t.Fatalf("%s with reads failing: %v, want Unknown (the key could not be looked up)", write.name, err)
+		}
+		if ue.Txn.Op.Kind != "" {
+			t.Fatalf("%s: Unknown carries a committable %s transaction, want the key alone", write.name, ue.Txn.Op.Kind)
+		}
+		res, err := mustOpen(t, db, "k").Retry(ctx, ue.Txn)
+		if !errors.Is(err, ErrNotApplied) || OutcomeOf(err) != Rejected || res.Version != 0 {
+			t.Fatalf("%s: Retry = %+v, %v; want ErrNotApplied", write.name, res, err)
+		}
+		after := mustOpen(t, db, "k")
+		if after.Version() != before {
+			t.Fatalf("%s: Retry committed version %d", write.name, after.Version())
+		}
+		if got := ids(t, after, ""); !slices.Equal(got, []int64{0, 1, 2}) {
+			t.Fatalf("%s: rows %v", write.name, got)
+		}
+	}
+
+	// The key committed meanwhile (the write run again): Retry finds it.
+	first, err := mustOpen(t, db, "k").Update(ctx, map[string]string{"id": "id + 100"}, "id = 1", WithIdempotencyKey("u2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyOnly := manifest.Transaction{ID: manifest.NewTransactionID(), IdempotencyKey: "u2"}
+	res, err := mustOpen(t, db, "k").Retry(ctx, keyOnly)
+	if err != nil || !res.Duplicate || res.Version != first.Version {
+		t.Fatalf("Retry of a key that committed: %+v, %v; want the Duplicate of v%d", res, err, first.Version)
+	}
+	if _, err := mustOpen(t, db, "k").Retry(ctx, manifest.Transaction{ID: manifest.NewTransactionID()}); !errors.Is(err, ErrInvalidOption) {
+		t.Fatalf("Retry of an empty transaction without a key: %v", err)
 	}
 }

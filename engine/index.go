@@ -31,6 +31,11 @@ var (
 	ErrIndexExists = errors.New("index already exists")
 	// ErrIndexNotFound: the table has no index of that name.
 	ErrIndexNotFound = errors.New("index not found")
+	// ErrInvalidIndexSpec: an IndexSpec that describes no index this table can have: no
+	// column, a BTree of several columns, a column named twice, an unknown kind, or a name
+	// that is not usable (the rules of table names). An unknown column is
+	// filter.ErrUnknownColumn and an unsupported type index.ErrUnsupportedType instead.
+	ErrInvalidIndexSpec = errors.New("invalid index")
 	// ErrStalePreparation: the index was built against a read version and is invalid at
 	// the version it would commit on (a covered fragment removed or rewritten, the schema
 	// changed, an index of the same name changed); build it again. The same value as
@@ -111,16 +116,19 @@ type IndexInfo struct {
 }
 
 // Indexes describes the indexes of this handle's version, in name order. No I/O.
-func (t *Table) Indexes() []IndexInfo {
-	m := t.m
-	schema := t.Schema()
+func (t *Table) Indexes() []IndexInfo { return IndexesOf(t.m) }
+
+// IndexesOf describes the indexes of manifest m, in name order (Table.Indexes for a
+// manifest read some other way, such as a stored version shown as it is). No I/O.
+func IndexesOf(m *manifest.Manifest) []IndexInfo {
+	schema := m.Schema.MustArrow()
 	names := map[int32]string{}
 	for i, id := range m.Schema.FieldIDs {
 		names[id] = schema.Field(i).Name
 	}
-	var out []IndexInfo
+	out := []IndexInfo{}
 	for _, g := range groupIndexes(m) {
-		info := IndexInfo{Name: g.name, Kind: g.kind, Segments: len(g.segs), Fragments: len(m.Fragments)}
+		info := IndexInfo{Name: g.name, Kind: g.kind, Segments: len(g.segs), Fragments: len(m.Fragments), Columns: []string{}}
 		for _, id := range g.fieldIDs {
 			info.Columns = append(info.Columns, names[id])
 		}
@@ -168,8 +176,8 @@ type IndexResult struct {
 // read or write for Options.IndexIdleTimeout; a slow build that keeps progressing never
 // is. The version is published by fast-forward.
 //
-// Errors (nothing committed): ErrIndexExists, filter.ErrUnknownColumn (naming the
-// table's columns), index.ErrUnsupportedType, ErrReadOnly, ErrStalePreparation (with
+// Errors (nothing committed): ErrIndexExists, ErrInvalidIndexSpec, filter.ErrUnknownColumn
+// (naming the table's columns), index.ErrUnsupportedType, ErrReadOnly, ErrStalePreparation (with
 // *manifest.ConflictError), ErrTableDropped, index.ErrNoProgress, store errors.
 func (t *Table) CreateIndex(ctx context.Context, spec IndexSpec) (IndexResult, error) {
 	if t.readOnly {
@@ -199,6 +207,13 @@ func (t *Table) CreateIndex(ctx context.Context, spec IndexSpec) (IndexResult, e
 // MaxIndexSegments segments, it rebuilds the whole index as one segment instead. Nothing
 // to cover commits nothing. Errors: ErrIndexNotFound, and CreateIndex's.
 func (t *Table) UpdateIndex(ctx context.Context, name string) (IndexResult, error) {
+	return t.UpdateIndexProgress(ctx, name, nil)
+}
+
+// UpdateIndexProgress is UpdateIndex calling progress (when not nil) as rows are read,
+// as IndexSpec.Progress: done rows of total, the rows of the fragments the update reads,
+// from the building goroutine.
+func (t *Table) UpdateIndexProgress(ctx context.Context, name string, progress func(done, total int64)) (IndexResult, error) {
 	if t.readOnly {
 		return IndexResult{}, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
 	}
@@ -209,7 +224,7 @@ func (t *Table) UpdateIndex(ctx context.Context, name string) (IndexResult, erro
 	if g == nil {
 		return IndexResult{}, fmt.Errorf("table %q: %w: %q", t.name, ErrIndexNotFound, name)
 	}
-	spec := IndexSpec{Name: g.name, Kind: g.kind}
+	spec := IndexSpec{Name: g.name, Kind: g.kind, Progress: progress}
 	covered := map[uint32]bool{}
 	for _, s := range g.segs {
 		for _, f := range s.Fragments {
@@ -271,16 +286,20 @@ func (t *Table) indexInfo(name string) IndexInfo {
 	return IndexInfo{Name: name}
 }
 
-// checkIndexSpec fills in defaults and resolves the columns to field ids.
+// checkIndexSpec fills in defaults and resolves the columns to field ids. Errors:
+// ErrInvalidIndexSpec, filter.ErrUnknownColumn, index.ErrUnsupportedType.
 func (t *Table) checkIndexSpec(spec IndexSpec) (IndexSpec, []int32, error) {
 	if spec.Kind == "" {
 		spec.Kind = index.KindBTree
 	}
+	if spec.Kind != index.KindBTree && spec.Kind != index.KindZoneMap {
+		return spec, nil, fmt.Errorf("table %q: %w: unknown kind %q (want %s or %s)", t.name, ErrInvalidIndexSpec, spec.Kind, index.KindBTree, index.KindZoneMap)
+	}
 	if len(spec.Columns) == 0 {
-		return spec, nil, fmt.Errorf("table %q: an index needs a column", t.name)
+		return spec, nil, fmt.Errorf("table %q: %w: an index needs a column", t.name, ErrInvalidIndexSpec)
 	}
 	if spec.Kind == index.KindBTree && len(spec.Columns) != 1 {
-		return spec, nil, fmt.Errorf("table %q: a btree index has exactly one column, not %d (a zonemap can cover several)", t.name, len(spec.Columns))
+		return spec, nil, fmt.Errorf("table %q: %w: a btree index has exactly one column, not %d (a zonemap can cover several)", t.name, ErrInvalidIndexSpec, len(spec.Columns))
 	}
 	schema := t.Schema()
 	var ids []int32
@@ -295,7 +314,7 @@ func (t *Table) checkIndexSpec(spec IndexSpec) (IndexSpec, []int32, error) {
 			return spec, nil, fmt.Errorf("table %q: index column %q: %w", t.name, f.Name, err)
 		}
 		if slices.Contains(ids, t.m.Schema.FieldIDs[idx]) {
-			return spec, nil, fmt.Errorf("table %q: index column %q named twice", t.name, f.Name)
+			return spec, nil, fmt.Errorf("table %q: %w: column %q named twice", t.name, ErrInvalidIndexSpec, f.Name)
 		}
 		ids = append(ids, t.m.Schema.FieldIDs[idx])
 		names = append(names, f.Name)
@@ -308,7 +327,9 @@ func (t *Table) checkIndexSpec(spec IndexSpec) (IndexSpec, []int32, error) {
 		}
 	}
 	if err := manifest.ValidateTableName(spec.Name); err != nil {
-		return spec, nil, fmt.Errorf("table %q: index name: %w", t.name, errors.Unwrap(err))
+		// The table-name rules, worded for an index: `"a/b": contains '/'`.
+		why := strings.TrimPrefix(err.Error(), manifest.ErrInvalidTableName.Error()+" ")
+		return spec, nil, fmt.Errorf("table %q: %w: index name %s", t.name, ErrInvalidIndexSpec, why)
 	}
 	return spec, ids, nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,7 +134,7 @@ func sameAnswers(t *testing.T, tbl *Table, rng *rand.Rand, n int, seed uint64) (
 	for q := 0; q < n; q++ {
 		where := ixPredicate(rng)
 		got := scanIDs(t, tbl, ScanOptions{Columns: []string{"id"}, Filter: where, forceIndexes: rng.IntN(2) == 0})
-		want := scanIDs(t, tbl, ScanOptions{Columns: []string{"id"}, Filter: where, NoIndex: true})
+		want := scanIDs(t, tbl, ScanOptions{Columns: []string{"id"}, Filter: where, NoIndex: true, NoStatistics: rng.IntN(2) == 0})
 		if !slices.Equal(got, want) {
 			t.Fatalf("seed %d, v%d, WHERE %s: %d rows with indexes, %d without", seed, tbl.Version(), where, len(got), len(want))
 		}
@@ -264,7 +265,8 @@ func TestIndexesNeverChangeAnswers(t *testing.T) {
 }
 
 // TestIndexBadInput: an unknown column, an unsupported type, a duplicate name, two
-// columns for a BTree: clear errors, nothing committed.
+// columns for a BTree, a column twice, an unknown kind, no column, a bad name: typed
+// errors (errors.Is), nothing committed.
 func TestIndexBadInput(t *testing.T) {
 	ctx := context.Background()
 	db := openDB(t, "")
@@ -280,13 +282,19 @@ func TestIndexBadInput(t *testing.T) {
 	}{
 		{IndexSpec{Columns: []string{"nope"}}, filter.ErrUnknownColumn},
 		{IndexSpec{Columns: []string{"l"}}, index.ErrUnsupportedType},
-		{IndexSpec{Columns: []string{"a", "a"}, Kind: index.KindZoneMap}, nil},
-		{IndexSpec{Columns: []string{"a", "l"}}, nil},
+		{IndexSpec{Columns: []string{"a", "a"}, Kind: index.KindZoneMap}, ErrInvalidIndexSpec},
+		{IndexSpec{Columns: []string{"a", "l"}}, ErrInvalidIndexSpec},
+		{IndexSpec{Columns: []string{"a"}, Kind: "hash"}, ErrInvalidIndexSpec},
+		{IndexSpec{}, ErrInvalidIndexSpec},
+		{IndexSpec{Columns: []string{"a"}, Name: "a/b"}, ErrInvalidIndexSpec},
 	} {
 		_, err := tbl.CreateIndex(ctx, tc.spec)
-		if err == nil || (tc.want != nil && !errors.Is(err, tc.want)) {
+		if !errors.Is(err, tc.want) {
 			t.Errorf("%+v: %v, want %v", tc.spec, err, tc.want)
 		}
+	}
+	if _, err := tbl.CreateIndex(ctx, IndexSpec{Columns: []string{"a"}, Name: "a/b"}); err == nil || !strings.Contains(err.Error(), `index name "a/b": contains '/'`) {
+		t.Errorf("a bad name's error does not say why: %v", err)
 	}
 	if _, err := tbl.CreateIndex(ctx, IndexSpec{Columns: []string{"a"}}); err != nil {
 		t.Fatal(err)
@@ -299,5 +307,91 @@ func TestIndexBadInput(t *testing.T) {
 	}
 	if _, err := tbl.DropIndex(ctx, "nope"); !errors.Is(err, ErrIndexNotFound) {
 		t.Fatalf("drop of an unknown index: %v", err)
+	}
+}
+
+// TestScanNoStatistics: ScanOptions.NoStatistics reads every batch of every live fragment
+// (no pruning by statistics) and returns what a pruned scan returns.
+func TestScanNoStatistics(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, "")
+	db.opts.Write.MaxRowsPerBatch = 100
+	tbl, err := db.CreateTable(ctx, "nostats", ixSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := int64(0); i < 2; i++ {
+		rec := ixBatch(rng, i*500, (i+1)*500)
+		_, err := tbl.AppendRecord(ctx, rec)
+		rec.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	const where = "id < 150" // ids ascend: statistics keep 2 of 10 batches
+	pruned, err := tbl.Explain(ctx, ScanOptions{Filter: where, NoIndex: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := tbl.Explain(ctx, ScanOptions{Filter: where, NoIndex: true, NoStatistics: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pruned.BatchesRead != 2 || pruned.FragmentsPruned != 1 {
+		t.Fatalf("with statistics: %+v, want 2 batches read and 1 fragment pruned", pruned)
+	}
+	if full.BatchesRead != 10 || full.BatchesPruned != 0 || full.FragmentsPruned != 0 {
+		t.Fatalf("NoStatistics: %+v, want all 10 batches read and nothing pruned", full)
+	}
+	got := scanIDs(t, tbl, ScanOptions{Columns: []string{"id"}, Filter: where, NoIndex: true, NoStatistics: true})
+	want := scanIDs(t, tbl, ScanOptions{Columns: []string{"id"}, Filter: where, NoIndex: true})
+	if len(want) != 150 || !slices.Equal(got, want) {
+		t.Fatalf("NoStatistics returned %d rows, pruned scan %d (want 150)", len(got), len(want))
+	}
+}
+
+// TestExplainSaysWhyAnotherBTreeWasNotUsed: when two BTrees can answer a filter, the plan
+// uses the one with fewer candidates and says so of the other (its reason was empty).
+func TestExplainSaysWhyAnotherBTreeWasNotUsed(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, "")
+	db.opts.Write.MaxRowsPerBatch = 100
+	tbl, err := db.CreateTable(ctx, "twotrees", ixSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := ixBatch(rand.New(rand.NewPCG(3, 4)), 0, 2000)
+	_, err = tbl.AppendRecord(ctx, rec)
+	rec.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"id", "name"} {
+		if _, err := tbl.CreateIndex(ctx, IndexSpec{Columns: []string{c}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tbl, err = db.OpenTable(ctx, "twotrees"); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := tbl.Explain(ctx, ScanOptions{Filter: "id < 10 AND name >= 'n00'", ForceIndexes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var used, other *IndexUse
+	for i := range plan.Indexes {
+		switch u := &plan.Indexes[i]; {
+		case u.Used:
+			used = u
+		default:
+			other = u
+		}
+	}
+	if used == nil || used.Name != "id_idx" || other == nil || other.Name != "name_idx" {
+		t.Fatalf("plan %+v: want id_idx used and name_idx not", plan.Indexes)
+	}
+	if !strings.Contains(other.Reason, `"id_idx" has fewer candidate rows`) {
+		t.Fatalf("name_idx's reason %q does not name the index used", other.Reason)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 
+	"github.com/shale-db/shale/engine/filter"
 	"github.com/shale-db/shale/index"
 	"github.com/shale-db/shale/index/btree"
 	"github.com/shale-db/shale/index/zonemap"
@@ -152,6 +153,7 @@ func (p *scanPlan) useIndexes(ctx context.Context) error {
 		readers    []*btree.Reader
 	}
 	var best *treeChoice
+	usable := map[string]int64{} // BTrees that could be used: their candidate rows
 	for _, g := range groups {
 		use := IndexUse{Name: g.name, Kind: g.kind}
 		covered := map[uint32]bool{}
@@ -167,17 +169,31 @@ func (p *scanPlan) useIndexes(ctx context.Context) error {
 			continue
 		}
 		col, ok := names[g.fieldIDs[0]]
+		var cond *filter.Expr
+		hasCond := false
+		if ok && g.kind == index.KindBTree {
+			cond, hasCond = p.expr.Implied(col)
+		}
+		// Batches statistics left in the fragments the index covers: with one or none an
+		// index can only cost requests (reading its objects) and save nothing.
+		left := 0
+		for _, task := range p.tasks {
+			if covered[task.frag.ID] {
+				left++
+			}
+		}
 		switch {
 		case len(covered) == 0:
 			use.Reason = "it covers no live fragment"
 		case !ok:
 			use.Reason = "its column left the schema"
+		case g.kind == index.KindBTree && !hasCond:
+			use.Reason = fmt.Sprintf("the filter puts no condition on %s alone", col)
+		case !p.force && left == 0:
+			use.Reason = "statistics already skip every batch of the fragments it covers"
+		case !p.force && left == 1:
+			use.Reason = "statistics already leave 1 batch of the fragments it covers: it could only add requests"
 		case g.kind == index.KindBTree:
-			cond, has := p.expr.Implied(col)
-			if !has {
-				use.Reason = fmt.Sprintf("the filter puts no condition on %s alone", col)
-				break
-			}
 			c := &treeChoice{g: g, covered: covered}
 			var coveredRows int64
 			for _, f := range m.Fragments {
@@ -201,6 +217,7 @@ func (p *scanPlan) useIndexes(ctx context.Context) error {
 				break
 			}
 			c.use = &use
+			usable[g.name] = c.candidates
 			if best == nil || c.candidates < best.candidates {
 				best = c
 			}
@@ -210,9 +227,19 @@ func (p *scanPlan) useIndexes(ctx context.Context) error {
 	if best != nil {
 		col := names[best.g.fieldIDs[0]]
 		cond, _ := p.expr.Implied(col)
+		for i := range p.indexUses {
+			if n, ok := usable[p.indexUses[i].Name]; ok && p.indexUses[i].Name != best.g.name {
+				p.indexUses[i].Reason = fmt.Sprintf("index %q has fewer candidate rows (about %d, this one %d)", best.g.name, best.candidates, n)
+			}
+		}
 		use := &p.indexUses[slices.IndexFunc(p.indexUses, func(u IndexUse) bool { return u.Name == best.g.name })]
 		use.Used = true
 		use.Reason = ""
+		for i := range p.indexUses {
+			if u := &p.indexUses[i]; u.Kind == index.KindBTree && !u.Used && u.Reason == "" {
+				u.Reason = fmt.Sprintf("%s has fewer candidate rows", best.g.name)
+			}
+		}
 		for _, r := range best.readers {
 			addrs, st, err := r.Search(ctx, col, cond)
 			if err != nil {
@@ -247,7 +274,7 @@ func (p *scanPlan) useIndexes(ctx context.Context) error {
 	for i := range p.indexUses {
 		use := &p.indexUses[i]
 		g := groups[slices.IndexFunc(groups, func(g *indexGroup) bool { return g.name == use.Name })]
-		if g.kind != index.KindZoneMap || use.FragmentsCovered == 0 {
+		if g.kind != index.KindZoneMap || use.FragmentsCovered == 0 || use.Reason != "" {
 			continue
 		}
 		use.Used = true
@@ -316,6 +343,7 @@ func (p *scanPlan) useIndexes(ctx context.Context) error {
 		return nil
 	}
 	p.pruned.BatchesPruned += before - kept
+	p.indexPruned = before - kept
 	p.tasks = tasks
 	return nil
 }
@@ -333,16 +361,21 @@ type ScanPlan struct {
 	FragmentsPruned int `json:"fragments_pruned"` // skipped whole: no live rows, or statistics show no row can match
 	Batches         int `json:"batches"`          // record batches of the fragments kept
 	BatchesPruned   int `json:"batches_pruned"`   // of Batches, skipped by statistics or by an index
+	// BatchesPrunedByIndex is the part of BatchesPruned that indexes skipped (batches
+	// statistics kept that hold no candidate row).
+	BatchesPrunedByIndex int `json:"batches_pruned_by_index"`
 	// BatchesRead is what the scan reads (one range request each, plus one per data file
 	// opened).
 	BatchesRead int `json:"batches_read"`
 	// Indexes says how each index was used, or why not.
 	Indexes []IndexUse `json:"indexes"`
+	// WAL is what the scan reads from the table's write-ahead log.
+	WAL WALPlan `json:"wal"`
 }
 
 func (p *scanPlan) describe() ScanPlan {
 	sp := ScanPlan{Fragments: p.pruned.Fragments, FragmentsPruned: p.pruned.FragmentsPruned, Batches: p.pruned.Batches,
-		BatchesPruned: p.pruned.BatchesPruned, BatchesRead: len(p.tasks), Indexes: p.indexUses}
+		BatchesPruned: p.pruned.BatchesPruned, BatchesPrunedByIndex: p.indexPruned, BatchesRead: len(p.tasks), Indexes: p.indexUses, WAL: p.wal}
 	if p.expr != nil {
 		sp.Filter = p.expr.String()
 	}
@@ -360,6 +393,7 @@ func (t *Table) Explain(ctx context.Context, opts ScanOptions) (ScanPlan, error)
 	if err != nil {
 		return ScanPlan{}, err
 	}
+	defer p.close()
 	return p.describe(), nil
 }
 

@@ -39,10 +39,21 @@ func (o Outcome) String() string {
 // ErrUnknown is wrapped by every *UnknownError.
 var ErrUnknown = errors.New("write outcome unknown")
 
+// ErrNotApplied is Table.Retry's answer (Rejected) for a keyed write whose own transaction
+// never committed and whose idempotency key has not committed either: the write did not
+// take effect; run it again (with the same key it can never apply twice).
+var ErrNotApplied = errors.New("the write did not take effect: its transaction never committed and its idempotency key has not")
+
 // UnknownError reports a write whose outcome could not be decided: the manifest put or the
 // publish did not answer and reading back could not tell. Txn is the transaction to pass to
 // Table.Retry. Committed is true when the version is known to be in the store and only its
 // publish is undecided.
+//
+// A keyed write (WithIdempotencyKey) whose own transaction is decided (it never reached its
+// commit, or the commit loop rejected it) but whose key could not be looked up is Unknown
+// too: an earlier run under the same key may have committed. Its Txn then carries only the
+// id, read version and key, with an empty Op (Kind ""): Table.Retry of it commits nothing
+// and only decides whether the key committed (a Duplicate) or not (ErrNotApplied).
 type UnknownError struct {
 	Table     string               // the table written
 	Txn       manifest.Transaction // the transaction, with its id and files: pass it to Table.Retry
@@ -175,8 +186,34 @@ func (t *Table) landedExpired(ctx context.Context, landed *manifest.ExpiredLandi
 // has since expired), that version is found and published; otherwise txn commits now or
 // is rejected (*manifest.ConflictError; manifest.ErrTxnAborted when gc or recovery fenced
 // it before deleting its files). It never commits twice.
+//
+// A transaction with an empty Op (Kind "": a keyed write decided not to have committed
+// whose key could not be looked up, see UnknownError) commits nothing: Retry looks the key
+// up and returns the key's version as a Duplicate, or ErrNotApplied.
 func (t *Table) Retry(ctx context.Context, txn manifest.Transaction) (CommitResult, error) {
+	if txn.Op.Kind == "" {
+		return t.retryKey(ctx, txn)
+	}
 	return t.commit(ctx, txn)
+}
+
+// retryKey decides a keyed write whose own transaction is known not to have committed by
+// its idempotency key alone.
+func (t *Table) retryKey(ctx context.Context, txn manifest.Transaction) (CommitResult, error) {
+	key := txn.IdempotencyKey
+	if key == "" {
+		return CommitResult{}, fmt.Errorf("table %q: transaction %s: %w: an empty operation without an idempotency key", t.name, txn.ID, ErrInvalidOption)
+	}
+	head, err := manifest.CatchUp(ctx, t.db.store, t.name, t.m, t.db.groups())
+	if err != nil {
+		return CommitResult{}, &UnknownError{Table: t.name, Txn: txn,
+			Err: fmt.Errorf("whether idempotency key %q committed could not be read: %w", key, err)}
+	}
+	t.m = head
+	if rec, ok := head.IdempotencyVersion(key); ok && rec.TxnID != txn.ID {
+		return t.duplicate(ctx, &manifest.DuplicateError{Table: t.name, Key: key, Version: rec.Version, TxnID: rec.TxnID})
+	}
+	return CommitResult{}, fmt.Errorf("table %q: transaction %s (idempotency key %q): %w", t.name, txn.ID, key, ErrNotApplied)
 }
 
 // publish moves the table's catalog pointer forward to m (no-op without a catalog) and

@@ -32,9 +32,17 @@ type ScanOptions struct {
 	Limit int64
 	// NoIndex scans without the table's indexes (results are the same; for comparison).
 	NoIndex bool
+	// NoStatistics reads every batch of every live fragment without pruning by the
+	// fragments' and batches' min/max statistics (results are the same; with NoIndex it
+	// is a full scan, the baseline of index benchmarks).
+	NoStatistics bool
 	// ForceIndexes uses every usable index whatever the cost estimates say (results are
 	// the same; for tests and comparisons that must exercise the indexes).
 	ForceIndexes bool
+	// NoWAL reads the base table alone, without the rows still in the table's WAL
+	// (unmerged generations and entries). A handle at an older version (Checkout) always
+	// reads the base table alone: the WAL is not versioned with it.
+	NoWAL bool
 	// forceIndexes (tests) uses every usable index whatever the cost estimates say.
 	forceIndexes bool
 }
@@ -50,6 +58,10 @@ type batchTask struct {
 	// sel, when set, holds the fragment row offsets an index allows (candidates; the
 	// filter is still evaluated on them); rows outside it are not returned.
 	sel *roaring.Bitmap
+	// mem, when set, is a batch already in memory (rows of the WAL above its replay
+	// position), its columns named by memIDs; frag is nil then.
+	mem    arrow.RecordBatch
+	memIDs []int32
 }
 
 // scanPlan is a pruned list of batches plus what to read from each.
@@ -63,8 +75,20 @@ type scanPlan struct {
 	tasks    []batchTask
 	pruned   ScanStats
 	// indexUses says how the planner used each index it considered.
-	indexUses []IndexUse
-	force     bool // ScanOptions.forceIndexes
+	indexUses   []IndexUse
+	indexPruned int  // batches statistics kept that the indexes skipped
+	force       bool // ScanOptions.forceIndexes
+	// wal says what the plan takes from the WAL; release frees what it read (close).
+	wal     WALPlan
+	release []func()
+}
+
+// close releases what planning read (WAL batches). Idempotent.
+func (p *scanPlan) close() {
+	for _, f := range p.release {
+		f()
+	}
+	p.release = nil
 }
 
 // ScanStats count what a scan's pruning skipped (ScanPlan has the same counts and more).
@@ -124,14 +148,15 @@ func (t *Table) plan(ctx context.Context, opts ScanOptions) (*scanPlan, error) {
 			return nil, fmt.Errorf("table %q version %d: fragment %d has %d data files; this build reads one per fragment", t.name, m.Version, f.ID, len(f.Files))
 		}
 		df := &f.Files[0]
-		if p.expr != nil && !p.expr.MayMatch(df.Rows, statsLookup(m, df.FieldIDs, df.Stats)) {
+		prune := p.expr != nil && !opts.NoStatistics
+		if prune && !p.expr.MayMatch(df.Rows, statsLookup(m, df.FieldIDs, df.Stats)) {
 			p.pruned.FragmentsPruned++
 			continue
 		}
 		var start int64
 		for bi, b := range df.Batches {
 			p.pruned.Batches++
-			if p.expr != nil && !p.expr.MayMatch(b.Rows, statsLookup(m, df.FieldIDs, df.BatchStats(bi))) {
+			if prune && !p.expr.MayMatch(b.Rows, statsLookup(m, df.FieldIDs, df.BatchStats(bi))) {
 				p.pruned.BatchesPruned++
 			} else {
 				p.tasks = append(p.tasks, batchTask{frag: f, fileIdx: 0, batch: bi, rowStart: start, rows: b.Rows})
@@ -142,6 +167,12 @@ func (t *Table) plan(ctx context.Context, opts ScanOptions) (*scanPlan, error) {
 	if !opts.NoIndex {
 		p.force = opts.forceIndexes || opts.ForceIndexes
 		if err := p.useIndexes(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if !opts.NoWAL {
+		if err := p.addWAL(ctx); err != nil {
+			p.close()
 			return nil, err
 		}
 	}
@@ -266,7 +297,11 @@ func (t *Table) dataError(key string, err error) error {
 // data file: a panic on a goroutine the engine started would otherwise end the process.
 func (p *scanPlan) recoverTask(errp *error, task batchTask) {
 	if v := recover(); v != nil {
-		*errp = p.t.dataError(task.frag.Files[task.fileIdx].Key, panics.New(fmt.Sprintf("batch %d", task.batch), "", v))
+		key := "the WAL"
+		if task.frag != nil {
+			key = task.frag.Files[task.fileIdx].Key
+		}
+		*errp = p.t.dataError(key, panics.New(fmt.Sprintf("batch %d", task.batch), "", v))
 	}
 }
 
@@ -280,6 +315,9 @@ var seamReadBatch = failpoint.Seam("engine.read_batch")
 func (p *scanPlan) readBatch(ctx context.Context, st *scanState, task batchTask) (arrow.RecordBatch, *array.Boolean, error) {
 	if err := seamReadBatch.Inject(ctx); err != nil {
 		return nil, nil, err
+	}
+	if task.mem != nil {
+		return p.readMem(ctx, task)
 	}
 	t := p.t
 	fs, err := st.fragment(ctx, task.frag)
@@ -588,6 +626,7 @@ func (s *Scanner) Release() {
 	s.cancel()
 	s.drain()
 	s.state.close()
+	s.plan.close()
 }
 
 // Count returns the number of live rows of this version matching where ("" = all rows,
@@ -595,12 +634,14 @@ func (s *Scanner) Release() {
 // columns of the batches statistics cannot prune. Errors: as Scan and Scanner.Err.
 func (t *Table) Count(ctx context.Context, where string) (int64, error) {
 	if where == "" {
-		return t.m.LiveRows(), nil
+		n, err := t.walRows(ctx)
+		return t.m.LiveRows() + n, err
 	}
 	p, err := t.plan(ctx, ScanOptions{Filter: where, Columns: []string{}})
 	if err != nil {
 		return 0, err
 	}
+	defer p.close()
 	st := p.t.newScanState()
 	defer st.close()
 	var n atomic.Int64

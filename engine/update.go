@@ -62,6 +62,9 @@ func (t *Table) Update(ctx context.Context, set map[string]string, where string,
 	// Plan against HEAD (as Delete does): rows of versions committed but not yet published
 	// are committed rows.
 	if err := t.refreshHead(ctx); err != nil {
+		return t.settleKeyed(ctx, t.newTxn(manifest.OpUpdate, o), CommitResult{}, err)
+	}
+	if err := t.walPending(ctx); err != nil {
 		return CommitResult{}, err
 	}
 	for attempt := 0; ; attempt++ {
@@ -87,7 +90,7 @@ func (t *Table) Update(ctx context.Context, set map[string]string, where string,
 			return t.settleKeyed(ctx, txn, res, err)
 		}
 		if lerr := t.refreshHead(ctx); lerr != nil {
-			return res, errors.Join(err, lerr)
+			return t.settleKeyed(ctx, txn, res, errors.Join(err, lerr))
 		}
 	}
 }
@@ -147,7 +150,7 @@ func (t *Table) planUpdate(ctx context.Context, set map[string]string, where, tx
 	if err != nil {
 		return manifest.Operation{}, 0, err
 	}
-	p, err := t.plan(ctx, ScanOptions{Filter: where})
+	p, err := t.plan(ctx, ScanOptions{Filter: where, NoWAL: true})
 	if err != nil {
 		return manifest.Operation{}, 0, err
 	}

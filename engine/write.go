@@ -170,7 +170,7 @@ func (t *Table) Append(ctx context.Context, rdr array.RecordReader, opts ...Writ
 	// every version since (an overwrite that renumbered them is a conflict).
 	m0 := t.m
 	if err := t.refreshHead(ctx); err != nil {
-		return CommitResult{}, err
+		return t.settleKeyed(ctx, t.newTxn(manifest.OpAppend, o), CommitResult{}, err)
 	}
 	if t.m != m0 && checkSchema(t.name, t.Schema(), rdr.Schema()) != nil && checkSchema(t.name, m0.Schema.MustArrow(), rdr.Schema()) == nil {
 		t.m = m0
@@ -218,6 +218,9 @@ func (t *Table) Overwrite(ctx context.Context, rdr array.RecordReader, opts ...W
 	// Plan on HEAD (see Append): the overwrite replaces the rows of the latest committed
 	// version, and conflicts with what commits after it.
 	if err := t.refreshHead(ctx); err != nil {
+		return t.settleKeyed(ctx, t.newTxn(manifest.OpOverwrite, o), CommitResult{}, err)
+	}
+	if err := t.walPending(ctx); err != nil {
 		return CommitResult{}, err
 	}
 	schema := rdr.Schema()
@@ -270,6 +273,9 @@ func (t *Table) Delete(ctx context.Context, where string, opts ...WriteOption) (
 	// committed but not yet published (a writer that died before publishing) are
 	// committed, and the delete must see their rows too.
 	if err := t.refreshHead(ctx); err != nil {
+		return t.settleKeyed(ctx, t.newTxn(manifest.OpDelete, o), CommitResult{}, err)
+	}
+	if err := t.walPending(ctx); err != nil {
 		return CommitResult{}, err
 	}
 	for attempt := 0; ; attempt++ {
@@ -292,7 +298,7 @@ func (t *Table) Delete(ctx context.Context, where string, opts ...WriteOption) (
 			return t.settleKeyed(ctx, txn, res, err)
 		}
 		if lerr := t.refreshHead(ctx); lerr != nil {
-			return res, errors.Join(err, lerr)
+			return t.settleKeyed(ctx, txn, res, errors.Join(err, lerr))
 		}
 	}
 }
@@ -301,7 +307,7 @@ func (t *Table) Delete(ctx context.Context, where string, opts ...WriteOption) (
 // vectors, as objects of transaction txnID. It returns the Delete operation and the
 // number of newly deleted rows.
 func (t *Table) planDelete(ctx context.Context, where, txnID string) (manifest.Operation, int64, error) {
-	p, err := t.plan(ctx, ScanOptions{Filter: where, Columns: []string{}})
+	p, err := t.plan(ctx, ScanOptions{Filter: where, Columns: []string{}, NoWAL: true})
 	if err != nil {
 		return manifest.Operation{}, 0, err
 	}

@@ -129,7 +129,10 @@ func (t *Table) settleKeyed(ctx context.Context, txn manifest.Transaction, res C
 	}
 	head, lerr := manifest.CatchUp(ctx, t.db.store, t.name, t.m, t.db.groups())
 	if lerr != nil {
-		return res, &UnknownError{Table: t.name, Txn: txn,
+		// txn itself is decided (it never committed); only the key is open. Retry must
+		// not commit txn (planned or not), so it gets the key alone (UnknownError).
+		keyOnly := manifest.Transaction{ID: txn.ID, ReadVersion: txn.ReadVersion, Timestamp: txn.Timestamp, IdempotencyKey: key}
+		return res, &UnknownError{Table: t.name, Txn: keyOnly,
 			Err: fmt.Errorf("%w (and whether idempotency key %q committed earlier could not be read: %w)", err, key, lerr)}
 	}
 	if rec, ok := head.IdempotencyVersion(key); ok && rec.TxnID != txn.ID {

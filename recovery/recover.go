@@ -250,6 +250,7 @@ var (
 	seamAfterFence          = failpoint.Seam("recovery.after_fence")  // roll back: the abort version committed
 	seamMidDelete           = failpoint.Seam("recovery.mid_delete")   // after the first data file delete
 	seamBeforeSidecarDelete = failpoint.Seam("recovery.before_sidecar_delete")
+	seamAfterSidecarDelete  = failpoint.Seam("recovery.after_sidecar_delete") // before the claim is released
 )
 
 type claim struct {
@@ -414,7 +415,8 @@ func (r *recoverer) resolveOnce(ctx context.Context, key string, sc Sidecar, out
 		from = min(from, a.ReadVersion)
 	}
 	var landed *manifest.Record
-	var fenced uint64 // an abort version naming one of txns (an earlier roll back)
+	var fenced uint64               // an abort version naming one of txns (an earlier roll back)
+	abortedIDs := map[string]bool{} // the txns some abort version names
 	prefixes := sc.Prefixes()
 	referenced := map[string]bool{} // keys under the attempts' prefixes that some version names (data files, index objects)
 	head, err := manifest.Head(ctx, r.s, sc.Table)
@@ -447,8 +449,12 @@ func (r *recoverer) resolveOnce(ctx context.Context, key string, sc Sidecar, out
 		if err != nil {
 			return out, fmt.Errorf("sidecar %s: %w", key, err)
 		}
-		if rec.Txn != nil && rec.Txn.Op.Kind == manifest.OpAbort && slices.ContainsFunc(rec.Txn.Op.Aborted, func(id string) bool { return txns[id] }) {
-			fenced = rec.Version
+		if rec.Txn != nil && rec.Txn.Op.Kind == manifest.OpAbort {
+			for _, id := range rec.Txn.Op.Aborted {
+				if txns[id] {
+					fenced, abortedIDs[id] = rec.Version, true
+				}
+			}
 		}
 		if txns[rec.TxnID] {
 			if landed != nil && landed.TxnID != rec.TxnID {
@@ -516,15 +522,18 @@ func (r *recoverer) resolveOnce(ctx context.Context, key string, sc Sidecar, out
 		// commit: either the abort lands first and such a commit fails on it, or the
 		// commit lands first and the abort fails: then the operation is rolled forward.
 		out.Fence = fenced
-		// Attempts the run recorded as rejected never commit: only the others need the
-		// fence.
+		// Attempts the run recorded as rejected never commit, and an abort version
+		// already fences those it names: only the others need a fence. (An earlier roll
+		// back may have fenced only the first attempts: the run, paused past its hold,
+		// resumed, met a conflict before that abort and replanned, rewriting the sidecar
+		// with a new attempt.)
 		unsure := map[string]bool{}
 		for _, a := range sc.Attempts {
-			if !a.Rejected {
+			if !a.Rejected && !abortedIDs[a.TxnID] {
 				unsure[a.TxnID] = true
 			}
 		}
-		if fenced == 0 && head > 0 && len(unsure) > 0 {
+		if head > 0 && len(unsure) > 0 {
 			fm, err := r.fence(ctx, sc, unsure, head)
 			if errors.Is(err, manifest.ErrIncompatible) && !retried {
 				return r.resolveOnce(ctx, key, sc, Outcome{Key: out.Key, Operation: out.Operation, Table: out.Table}, true)
@@ -605,6 +614,9 @@ func (r *recoverer) deleteFiles(ctx context.Context, key string, sc Sidecar, out
 	}
 	if err := r.s.Delete(ctx, key); err != nil {
 		return out, fmt.Errorf("delete sidecar %s: %w", key, err)
+	}
+	if err := seamAfterSidecarDelete.Inject(ctx); err != nil {
+		return out, err
 	}
 	return out, nil
 }

@@ -44,6 +44,7 @@ import (
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
 	"github.com/shale-db/shale/store"
+	"github.com/shale-db/shale/wal"
 )
 
 // Dir is the store prefix holding sidecars (and the claims of running recoveries).
@@ -56,6 +57,7 @@ const Format = 1
 const (
 	KindCompaction = "compaction" // a compaction run (compaction.Intent)
 	KindIndex      = "index"      // an index build (engine.IndexIntent)
+	KindMerge      = "merge_wal"  // a WAL merge (engine.MergeIntent): it writes no object
 )
 
 // Errors.
@@ -162,16 +164,24 @@ func Decode(b []byte) (Sidecar, error) {
 		return sc, fmt.Errorf("%w: format %d, this build reads up to %d", ErrNewerFormat, sc.Format, Format)
 	case sc.Format < 1:
 		return sc, fmt.Errorf("%w: missing or bad format %d", ErrCorrupt, sc.Format)
-	case sc.Kind != KindCompaction && sc.Kind != KindIndex:
+	case sc.Kind != KindCompaction && sc.Kind != KindIndex && sc.Kind != KindMerge:
 		return sc, fmt.Errorf("%w: %q", ErrUnknownKind, sc.Kind)
 	case sc.OperationID == "" || sc.Table == "" || len(sc.Attempts) == 0:
 		return sc, fmt.Errorf("%w: operation %q, table %q, %d attempts", ErrCorrupt, sc.OperationID, sc.Table, len(sc.Attempts))
 	case manifest.ValidateTableName(sc.Table) != nil:
 		return sc, fmt.Errorf("%w: table name %q", ErrCorrupt, sc.Table)
-	case sc.Kind == KindIndex && len(sc.Attempts) != 1:
-		return sc, fmt.Errorf("%w: an index build has one attempt, not %d", ErrCorrupt, len(sc.Attempts))
+	case (sc.Kind == KindIndex || sc.Kind == KindMerge) && len(sc.Attempts) != 1:
+		return sc, fmt.Errorf("%w: an %s operation has one attempt, not %d", ErrCorrupt, sc.Kind, len(sc.Attempts))
 	}
 	for _, a := range sc.Attempts {
+		if sc.Kind == KindMerge {
+			// A merge writes no object: its prefix names an empty directory, so a roll
+			// back deletes nothing.
+			if want := mergePrefix(sc.Table, a.TxnID); a.TxnID == "" || a.DataPrefix != want {
+				return sc, fmt.Errorf("%w: %s attempt %+v (its prefix must be %q)", ErrCorrupt, sc.Kind, a, want)
+			}
+			continue
+		}
 		// Recovery deletes what a prefix holds: a prefix other than the attempt's own
 		// transaction directory of the kind's (its data files; an index build's index
 		// objects) would let it delete foreign files.
@@ -213,20 +223,58 @@ func (s Sidecars) Arm(ctx context.Context, in *compaction.Intent) error {
 }
 
 // Disarm deletes in's sidecar after its run published (or found nothing to do). A run
-// that replanned first resolves the sidecar as Recover would: the files of attempts that
-// no version references are deleted, then the sidecar. Attempts the run saw rejected need
-// no fence (a conflict is the commit loop's decision), so a run whose replans all
-// followed conflicts commits no abort version and leaves the table in sync. Errors:
-// store errors naming the key.
+// that replanned first (more than one attempt, or one rejected attempt after which the
+// replan found nothing to compact) resolves the sidecar as Recover would: the files of
+// attempts that no version references are deleted, then the sidecar. Attempts the run saw
+// rejected need no fence (a conflict is the commit loop's decision), so a run whose
+// replans all followed conflicts commits no abort version, leaves the table in sync and
+// leaves no file for garbage collection to fence. Errors: store errors naming the key.
 func (s Sidecars) Disarm(ctx context.Context, in *compaction.Intent) error {
 	key := Key(in.ID)
-	if len(in.Attempts) > 1 {
+	if len(in.Attempts) > 1 || len(in.Attempts) == 1 && in.Attempts[0].Rejected {
 		r := &recoverer{s: s.Store, cat: s.Catalog, opts: Options{}.withDefaults(s.Catalog != nil)}
 		if _, err := r.resolve(ctx, key, FromIntent(in), Outcome{Key: key, Operation: in.ID}); err != nil {
 			return fmt.Errorf("table %q: %w", in.Table, err)
 		}
 		return nil
 	}
+	if err := s.Store.Delete(ctx, key); err != nil {
+		return fmt.Errorf("table %q: delete sidecar %s: %w", in.Table, key, err)
+	}
+	return nil
+}
+
+// mergePrefix is the (empty) prefix a WAL merge's attempt owns: <table>/_wal/_merge/<txn-id>/.
+func mergePrefix(table, txnID string) string { return wal.Dir(table) + "_merge/" + txnID + "/" }
+
+// FromMergeIntent converts a WAL merge's intent into its sidecar.
+func FromMergeIntent(in *engine.MergeIntent) Sidecar {
+	return Sidecar{Format: Format, Kind: KindMerge, OperationID: in.OperationID, Table: in.Table, Created: in.Created,
+		Attempts: []Attempt{{TxnID: in.TxnID, ReadVersion: in.ReadVersion, DataPrefix: mergePrefix(in.Table, in.TxnID)}}}
+}
+
+// MergeSidecars stores the sidecars of WAL merges in a store; it implements
+// engine.MergeSidecars (set it as engine.Options.MergeSidecars). Recover rolls a merge
+// whose transaction landed forward (publishes it); one that did not is fenced (an abort
+// version names it) and nothing is deleted: a merge writes no object.
+type MergeSidecars struct {
+	Store store.Store // the store of the tables whose merges it records
+}
+
+var _ engine.MergeSidecars = MergeSidecars{}
+
+// Arm stores in's sidecar with put-if-absent. Errors: store errors naming the key.
+func (s MergeSidecars) Arm(ctx context.Context, in *engine.MergeIntent) error {
+	key := Key(in.OperationID)
+	if err := s.Store.PutIfAbsent(ctx, key, FromMergeIntent(in).Encode()); err != nil {
+		return fmt.Errorf("table %q: sidecar %s: %w", in.Table, key, err)
+	}
+	return nil
+}
+
+// Disarm deletes in's sidecar. Errors: store errors naming the key.
+func (s MergeSidecars) Disarm(ctx context.Context, in *engine.MergeIntent) error {
+	key := Key(in.OperationID)
 	if err := s.Store.Delete(ctx, key); err != nil {
 		return fmt.Errorf("table %q: delete sidecar %s: %w", in.Table, key, err)
 	}

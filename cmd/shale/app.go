@@ -39,6 +39,10 @@ type app struct {
 	// so errors before it are usage errors.
 	started bool
 
+	// wrapStore, when set, wraps the store before the DB opens it (query --explain counts
+	// the reads of each kind of object through it).
+	wrapStore func(store.Store) store.Store
+
 	home   string // resolved state directory
 	coord  *coord.Client
 	store  store.Store
@@ -103,7 +107,7 @@ func (a *app) rootCommand() *cobra.Command {
 			// Commands that only read open the store without the put-if-absent probe, so a
 			// read-only store (or read-only credentials) can still be queried.
 			switch cmd.Name() {
-			case "query", "versions", "inspect", "status", "verify", "export":
+			case "query", "versions", "inspect", "status", "verify", "export", "list":
 				a.readOnly = true
 			case "delete", "update", "drop", "compact", "recover", "repair", "gc":
 				// They change only tables already in the store: a mistyped --store is
@@ -148,6 +152,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.repairCommand(),
 		a.gcCommand(),
 		a.doctorCommand(),
+		a.indexCommand(),
 	)
 	// Usage errors from cobra's own checks (arguments, required flags) get exit status 2.
 	for _, c := range root.Commands() {
@@ -231,8 +236,11 @@ func (a *app) open(ctx context.Context) (*engine.DB, error) {
 	if err != nil {
 		return nil, a.storeOpenError(err)
 	}
-	a.store = s
 	a.closer = append(a.closer, func() { s.Close() })
+	if a.wrapStore != nil {
+		s = a.wrapStore(s)
+	}
+	a.store = s
 	c, err := coord.Connect(ctx, a.coordConfig())
 	if err != nil {
 		return nil, err

@@ -33,7 +33,7 @@ func (a *app) demoCommand() *cobra.Command {
 	var fresh bool
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Import 3 million flights and tour queries, deletes, versions and time travel",
+		Short: "Import 3 million flights and tour queries, indexes, deletes, versions and time travel",
 		Long: `Run Shale end to end on real data: 3,000,000 U.S. domestic flights (Bureau of
 Transportation Statistics on-time records, as packaged by vega-datasets; see
 testdata/README.md).
@@ -41,8 +41,11 @@ testdata/README.md).
 The demo uses the embedded etcd and the local store under the state directory (or
 --store / --etcd), imports the Parquet file into the table "flights" with a progress
 bar, then runs and times: flights from one origin, long delays in a date range, the
-top 10 routes, a delete with counts before and after, the version list, and a
-time-travel query at the version before the delete that still sees the deleted rows.
+top 10 routes, two indexes (a btree on date, which a one-day range does not need as the
+file is sorted by date, and one on delay, which a point lookup does: the requests, bytes
+and time with and without it), a delete with counts before and after, the version list,
+and a time-travel query at the version before the delete that still sees the deleted
+rows.
 
 Running it again is safe: an existing demo table is overwritten in a new version (its
 history is kept, so the version list grows), or, with --fresh, dropped first (see
@@ -192,8 +195,15 @@ func (a *app) demo(ctx context.Context, path, table string, fresh bool) error {
 	a.printGridIndent(grid, map[int]bool{0: true, 2: true})
 	st.done("aggregated %s (origin, destination) in Go", plural(scanned, "row"))
 
-	// 4. Delete.
-	st = a.section(4, "Delete the flights from Chicago O'Hare", demoDeleteWhere)
+	// 4. Indexes.
+	st = a.section(4, "Indexes: a btree on date, then one on delay", "")
+	if err := a.demoIndexes(ctx, t); err != nil {
+		return err
+	}
+	st.done("%s, version %d", indexesNoun(len(t.Indexes())), t.Version())
+
+	// 5. Delete.
+	st = a.section(5, "Delete the flights from Chicago O'Hare", demoDeleteWhere)
 	beforeVersion := t.Version()
 	beforeAll := t.Manifest().LiveRows()
 	beforeMatch, err := t.Count(ctx, demoDeleteWhere)
@@ -212,8 +222,8 @@ func (a *app) demo(ctx context.Context, path, table string, fresh bool) error {
 	a.printf("   after:  %s, %s matching (version %d)\n", plural(t.Manifest().LiveRows(), "row"), thousands(afterMatch), t.Version())
 	st.done("deleted %s with deletion vectors in version %d", plural(dres.Rows, "row"), dres.Version)
 
-	// 5. Versions.
-	st = a.section(5, "Versions of "+table, "")
+	// 6. Versions.
+	st = a.section(6, "Versions of "+table, "")
 	vs, err := t.Versions(ctx)
 	if err != nil {
 		return err
@@ -221,8 +231,8 @@ func (a *app) demo(ctx context.Context, path, table string, fresh bool) error {
 	a.printVersionsIndent(vs)
 	st.done("%s", plural(len(vs), "version"))
 
-	// 6. Time travel.
-	st = a.section(6, fmt.Sprintf("Time travel to version %d, before the delete", beforeVersion), demoDeleteWhere)
+	// 7. Time travel.
+	st = a.section(7, fmt.Sprintf("Time travel to version %d, before the delete", beforeVersion), demoDeleteWhere)
 	old, err := t.Checkout(ctx, beforeVersion)
 	if err != nil {
 		return err
@@ -242,6 +252,8 @@ func (a *app) demo(ctx context.Context, path, table string, fresh bool) error {
 
 	a.printf("\nDone in %s. Try, with the command built (go build -o shale ./cmd/shale; the README's \"Using it\" has more):\n", seconds(time.Since(total)))
 	a.printf("  ./shale query %s --where \"origin = 'JFK' AND delay > 120\" --limit 10\n", table)
+	a.printf("  ./shale query %s --where \"%s\" --explain\n", table, demoPointWhere)
+	a.printf("  ./shale index list %s\n", table)
 	a.printf("  ./shale query %s --version %d --where \"%s\" --limit 5\n", table, beforeVersion, demoDeleteWhere)
 	a.printf("  ./shale inspect %s\n  ./shale versions %s\n", table, table)
 	return nil

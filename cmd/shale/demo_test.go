@@ -66,7 +66,9 @@ func TestTwoCommandsOnAFreshHome(t *testing.T) {
 }
 
 // TestDemoSmall runs the whole demo on a 60,000-row slice of the flights file, twice:
-// the second run overwrites the table in new versions, then --fresh starts over.
+// the second run overwrites the table in new versions, then --fresh starts over. (One
+// record batch: statistics leave at most one batch, so the planner keeps both indexes out;
+// TestDemoFull sees the delay index used.)
 func TestDemoSmall(t *testing.T) {
 	e := freshEnv(t)
 	path := filepath.Join(e.dir, "flights-small.parquet")
@@ -77,29 +79,39 @@ func TestDemoSmall(t *testing.T) {
 		"── 1. Flights from SFO", "origin = 'SFO'",
 		"── 2. Delayed over an hour", "flights matched",
 		"── 3. Top 10 routes", "aggregated 60,000 rows",
-		"── 4. Delete", "deleted", "0 matching (version 3)",
-		"── 5. Versions of flights", "3 versions",
-		"── 6. Time travel to version 2", "still readable at version 2",
+		"── 4. Indexes", "shale index create flights --column date: btree date_idx, 60,000 rows", "version 3",
+		"WHERE " + demoDayWhere, "date_idx not used", "with date_idx:", "without:",
+		"WHERE " + demoPointWhere, "shale index create flights --column delay: btree delay_idx, 60,000 rows", "version 4",
+		"2 indexes, version 4",
+		"── 5. Delete", "deleted", "0 matching (version 5)",
+		"── 6. Versions of flights", "create_index", "5 versions",
+		"── 7. Time travel to version 4", "still readable at version 4",
+		`shale query flights --where "delay = 600" --explain`,
 	} {
 		if !strings.Contains(out, w) {
 			t.Fatalf("demo output lacks %q:\n%s", w, out)
 		}
 	}
+	// Overwritten, the indexes cover nothing until the demo replaces them.
 	out = e.ok("demo", "--data", path)
-	for _, w := range []string{"overwriting it in a new version", "version 4", "5 versions", "Time travel to version 4"} {
+	for _, w := range []string{"overwriting it in a new version", "version 6", "btree date_idx, 60,000 rows, ", "version 7", "9 versions", "Time travel to version 8"} {
 		if !strings.Contains(out, w) {
 			t.Fatalf("second demo output lacks %q:\n%s", w, out)
 		}
 	}
-	// --fresh drops the table (its drop marker is version 6) and creates it again: a
-	// new incarnation numbered on from the marker (create 7, import 8, delete 9).
+	if l := e.indexList("flights"); len(l) != 2 || l[0].FragmentsCovered != l[0].Fragments || l[1].FragmentsCovered != l[1].Fragments {
+		t.Fatalf("indexes after the second demo: %+v", l)
+	}
+	// --fresh drops the table (its drop marker is version 10) and creates it again: a
+	// new incarnation numbered on from the marker (create 11, import 12, indexes 13 and
+	// 14, delete 15).
 	out = e.ok("demo", "--data", path, "--fresh")
-	for _, w := range []string{"--fresh: dropped table flights", "60,000 rows into flights, version 8", "3 versions", "Time travel to version 8"} {
+	for _, w := range []string{"--fresh: dropped table flights", "60,000 rows into flights, version 12", "5 versions", "Time travel to version 14"} {
 		if !strings.Contains(out, w) {
 			t.Fatalf("--fresh demo output lacks %q:\n%s", w, out)
 		}
 	}
-	if vs := e.versions("flights"); len(vs) != 3 {
+	if vs := e.versions("flights"); len(vs) != 5 {
 		t.Fatalf("after --fresh: %+v", vs)
 	}
 	e.fails(1, []string{"nope.parquet", "not found"}, "demo", "--data", "nope.parquet")
@@ -117,7 +129,10 @@ func TestDemoFull(t *testing.T) {
 	out := e.ok("demo")
 	t.Logf("shale demo took %s:\n%s", time.Since(start), out)
 	for _, w := range []string{"3,000,000 rows into flights, version 2", "60,869 of 3,000,000 flights leave from SFO",
-		"78,888 flights matched", "LAX → LAS    8,323", "deleted 166,341 rows", "version 2: 166,341 rows where origin = 'ORD' (now: 0)"} {
+		"78,888 flights matched", "LAX → LAS    8,323",
+		"btree date_idx, 3,000,000 rows", "17,089 rows; date_idx not used: statistics already leave 1 batch", "1 of 46 batches, 2 requests",
+		"btree delay_idx, 3,000,000 rows", "2 rows; delay_idx used", "2 of 46 batches", "46 of 46 batches",
+		"deleted 166,341 rows", "version 4: 166,341 rows where origin = 'ORD' (now: 0)"} {
 		if !strings.Contains(out, w) {
 			t.Fatalf("demo output lacks %q", w)
 		}

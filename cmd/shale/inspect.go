@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/spf13/cobra"
 
+	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/internal/fragment"
 	"github.com/shale-db/shale/manifest"
 )
@@ -27,10 +29,27 @@ type inspection struct {
 	DataBytes   int64             `json:"data_bytes"`
 	Fragments   []fragmentJSON    `json:"fragments"`
 	Columns     []columnStatsJSON `json:"column_statistics"`
+	// Indexes summarizes each index (as shale index list); IndexSegments lists the
+	// manifest's index segments with their objects.
+	Indexes       []engine.IndexInfo `json:"indexes"`
+	IndexSegments []indexSegmentJSON `json:"index_segments"`
 	// Aborted: the version was prepared by a multi-table transaction that aborted. It is
 	// shown as stored, but counts as empty: reading it gives version ReadsAs.
 	Aborted bool   `json:"aborted,omitempty"`
 	ReadsAs uint64 `json:"reads_as,omitempty"`
+}
+
+// indexSegmentJSON is one index segment of a manifest (manifest.Index).
+type indexSegmentJSON struct {
+	Name      string   `json:"name"`
+	UUID      string   `json:"uuid"`
+	Kind      string   `json:"kind"`
+	FieldIDs  []int32  `json:"field_ids"`
+	Fragments []uint32 `json:"fragments"`
+	BuiltFrom uint64   `json:"built_from"`
+	Files     []string `json:"files"`
+	Rows      int64    `json:"rows"`
+	Bytes     int64    `json:"bytes"`
 }
 
 type txnJSON struct {
@@ -89,8 +108,10 @@ func (a *app) inspectCommand() *cobra.Command {
 		Short: "Show a version's manifest: schema, fragments, data files, statistics",
 		Long: `Show the manifest of a table's published version (or --version N): the transaction
 that made it, the schema with field ids, row counts, every fragment with its data files
-(sizes, rows, record batches) and deletion vector, and per-column statistics over all
-data files (null count, min, max; statistics ignore deletions). --json dumps it all.`,
+(sizes, rows, record batches) and deletion vector, per-column statistics over all
+data files (null count, min, max; statistics ignore deletions), and the indexes with
+their coverage and objects (shale index list shows the coverage alone). --json dumps it
+all.`,
 		Args: exactArgs("TABLE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var v *uint64
@@ -189,6 +210,12 @@ func inspect(m *manifest.Manifest) *inspection {
 		in.Fragments = append(in.Fragments, fj)
 	}
 	in.Rows.Deleted = in.Rows.Physical - in.Rows.Live
+	in.Indexes = engine.IndexesOf(m)
+	in.IndexSegments = []indexSegmentJSON{}
+	for _, ix := range m.Indexes {
+		in.IndexSegments = append(in.IndexSegments, indexSegmentJSON{Name: ix.Name, UUID: ix.UUID, Kind: ix.Kind, FieldIDs: ix.FieldIDs,
+			Fragments: orEmpty(ix.Fragments), BuiltFrom: ix.Version, Files: orEmpty(ix.Files), Rows: ix.Rows, Bytes: ix.Bytes})
+	}
 	for i, f := range schema.Fields() {
 		id := m.Schema.FieldIDs[i]
 		cs := columnStatsJSON{Name: f.Name, FieldID: id, Type: f.Type.String()}
@@ -307,7 +334,30 @@ func (a *app) printInspection(in *inspection) {
 	a.printf("\nDeletion vectors\n")
 	if len(dvRows) == 0 {
 		a.printf("  none\n")
+	} else {
+		a.printGrid(append([][]string{{"FRAGMENT", "DELETION VECTOR", "SIZE", "DELETED ROWS"}}, dvRows...), map[int]bool{0: true, 2: true, 3: true})
+	}
+
+	a.printf("\nIndexes\n")
+	if len(in.Indexes) == 0 {
+		a.printf("  none\n")
 		return
 	}
-	a.printGrid(append([][]string{{"FRAGMENT", "DELETION VECTOR", "SIZE", "DELETED ROWS"}}, dvRows...), map[int]bool{0: true, 2: true, 3: true})
+	a.printIndexes(in.Indexes)
+	rows = [][]string{{"INDEX", "SEGMENT", "FRAGMENTS", "SIZE", "OBJECTS"}}
+	for _, sg := range in.IndexSegments {
+		frags := make([]string, len(sg.Fragments))
+		for i, f := range sg.Fragments {
+			frags[i] = fmt.Sprint(f)
+		}
+		for j, key := range sg.Files {
+			name, uuid, fr, size := sg.Name, sg.UUID, abbreviate(strings.Join(frags, ","), 30), humanBytes(sg.Bytes)
+			if j > 0 {
+				name, uuid, fr, size = "", "", "", ""
+			}
+			rows = append(rows, []string{name, uuid, fr, size, key})
+		}
+	}
+	a.printf("\n")
+	a.printGrid(rows, map[int]bool{3: true})
 }

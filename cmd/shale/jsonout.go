@@ -25,6 +25,7 @@ import (
 
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/engine/filter"
+	"github.com/shale-db/shale/index"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
 	"github.com/shale-db/shale/repair"
@@ -36,9 +37,9 @@ import (
 // people.
 const (
 	kindUsage          = "usage"           // how the command was called (exit 2)
-	kindNotFound       = "not_found"       // a table, version or input file that does not exist
-	kindExists         = "exists"          // a table that already exists
-	kindInvalidInput   = "invalid_input"   // a table name, WHERE/SET expression, input file or schema that cannot be used
+	kindNotFound       = "not_found"       // a table, version, index or input file that does not exist
+	kindExists         = "exists"          // a table or index that already exists
+	kindInvalidInput   = "invalid_input"   // a table name, WHERE/SET expression, input file, schema or index column that cannot be used
 	kindConflict       = "conflict"        // another writer won (retry), the table was dropped or is busy, a fenced transaction
 	kindUnknownOutcome = "unknown_outcome" // a write that may or may not have committed (see the message)
 	kindRefused        = "refused"         // repair declining to publish drift without the flags it needs
@@ -67,18 +68,22 @@ func errorKind(err error, code int) string {
 		return kindCorrupt
 	case errors.Is(err, repair.ErrLogicalDrift), errors.Is(err, repair.ErrSidecarPending), errors.Is(err, repair.ErrGroupPending):
 		return kindRefused
-	case errors.Is(err, manifest.ErrTableNotFound), errors.Is(err, manifest.ErrVersionNotFound), errors.Is(err, os.ErrNotExist):
+	case errors.Is(err, manifest.ErrTableNotFound), errors.Is(err, manifest.ErrVersionNotFound), errors.Is(err, os.ErrNotExist),
+		errors.Is(err, engine.ErrIndexNotFound):
 		return kindNotFound
-	case errors.Is(err, engine.ErrTableExists):
+	case errors.Is(err, engine.ErrTableExists), errors.Is(err, engine.ErrIndexExists):
 		return kindExists
 	case errors.Is(err, manifest.ErrConflict), errors.Is(err, catalog.ErrConflict), errors.Is(err, catalog.ErrContended),
-		errors.Is(err, manifest.ErrTxnAborted), errors.Is(err, engine.ErrTableDropped), errors.Is(err, engine.ErrTableBusy):
+		errors.Is(err, manifest.ErrTxnAborted), errors.Is(err, engine.ErrTableDropped), errors.Is(err, engine.ErrTableBusy),
+		errors.Is(err, engine.ErrStalePreparation):
 		return kindConflict
 	case errors.Is(err, manifest.ErrInvalidTableName), errors.Is(err, filter.ErrSyntax), errors.Is(err, filter.ErrUnknownColumn),
 		errors.Is(err, filter.ErrType), errors.Is(err, filter.ErrUnsupported), errors.Is(err, filter.ErrArithmetic),
-		errors.Is(err, engine.ErrSchemaMismatch), errors.Is(err, ErrInput), errors.Is(err, ErrUnsupportedFormat):
+		errors.Is(err, engine.ErrSchemaMismatch), errors.Is(err, ErrInput), errors.Is(err, ErrUnsupportedFormat),
+		errors.Is(err, engine.ErrInvalidIndexSpec), errors.Is(err, index.ErrUnsupportedType):
 		return kindInvalidInput
-	case errors.Is(err, store.ErrTransient), errors.Is(err, catalog.ErrEtcd), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, store.ErrTransient), errors.Is(err, catalog.ErrEtcd), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, index.ErrNoProgress):
 		return kindUnavailable
 	}
 	return kindError

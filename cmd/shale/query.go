@@ -15,10 +15,10 @@ import (
 
 func (a *app) queryCommand() *cobra.Command {
 	var (
-		where, columns, format string
-		limit                  int64
-		version                uint64
-		count                  bool
+		where, columns, format  string
+		limit                   int64
+		version                 uint64
+		count, explain, noIndex bool
 	)
 	cmd := &cobra.Command{
 		Use:   "query TABLE",
@@ -29,6 +29,8 @@ version below it, and a note on stderr says so.
 
 --count prints the number of matching rows instead of the rows.
 
+` + explainHelp + `
+
 Formats: table (aligned text, the default), csv (with a header), json (JSON Lines, one
 object per row; the default with --json), arrow (an Arrow IPC stream, for pipes).
 
@@ -36,12 +38,26 @@ object per row; the default with --json), arrow (an Arrow IPC stream, for pipes)
 		Example: `  shale query flights --where "origin = 'SFO' AND delay > 60" --limit 10
   shale query flights --columns origin,destination --format csv > routes.csv
   shale query flights --version 2 --where "origin = 'LAX'" --format arrow | other-tool
-  shale query flights --count --where "origin = 'SFO' || origin = 'OAK'"`,
+  shale query flights --count --where "origin = 'SFO' || origin = 'OAK'"
+  shale query flights --where "date >= '2001-03-15' AND date < '2001-03-16'" --explain`,
 		Args: exactArgs("TABLE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var v *uint64
 			if flagChanged(cmd.Flags(), "version") {
 				v = &version
+			}
+			cols, err := parseColumns(columns)
+			if err != nil {
+				return err
+			}
+			if explain {
+				if flagChanged(cmd.Flags(), "format") {
+					return usagef("--explain prints the plan, not rows; it takes no --format (--json prints the plan as JSON)")
+				}
+				if limit < 0 {
+					return usagef("--limit must be ≥ 0")
+				}
+				return a.explain(cmd.Context(), args[0], v, engine.ScanOptions{Columns: cols, Filter: where, Limit: limit, NoIndex: noIndex}, count)
 			}
 			if count {
 				for _, f := range []string{"columns", "limit", "format"} {
@@ -49,7 +65,7 @@ object per row; the default with --json), arrow (an Arrow IPC stream, for pipes)
 						return usagef("--count prints one number; it takes no --%s", f)
 					}
 				}
-				return a.count(cmd.Context(), args[0], v, where)
+				return a.count(cmd.Context(), args[0], v, where, noIndex)
 			}
 			if !flagChanged(cmd.Flags(), "format") {
 				format = outTable
@@ -68,11 +84,7 @@ object per row; the default with --json), arrow (an Arrow IPC stream, for pipes)
 			if format == outArrow && isTerminal(a.stdout) {
 				return usagef("--format arrow writes binary Arrow IPC; redirect stdout to a file or a pipe")
 			}
-			cols, err := parseColumns(columns)
-			if err != nil {
-				return err
-			}
-			return a.query(cmd.Context(), args[0], v, engine.ScanOptions{Columns: cols, Filter: where, Limit: limit}, format)
+			return a.query(cmd.Context(), args[0], v, engine.ScanOptions{Columns: cols, Filter: where, Limit: limit, NoIndex: noIndex}, format)
 		},
 	}
 	f := cmd.Flags()
@@ -82,6 +94,8 @@ object per row; the default with --json), arrow (an Arrow IPC stream, for pipes)
 	f.Uint64Var(&version, "version", 0, "read this version (time travel) instead of the published one")
 	f.StringVarP(&format, "format", "f", outTable, "output format: table, csv, json or arrow")
 	f.BoolVar(&count, "count", false, "print the number of matching rows (with --where) instead of the rows")
+	f.BoolVar(&explain, "explain", false, "run the query and print its plan and cost (indexes used, batches skipped, requests, bytes) instead of its rows")
+	f.BoolVar(&noIndex, "no-index", false, "scan without the table's indexes (the same rows; to compare)")
 	return cmd
 }
 
@@ -200,7 +214,7 @@ func (a *app) noteVersion(ctx context.Context, t *engine.Table, given bool) {
 
 // count prints the number of live rows of a table matching where ("" = all rows, from
 // the manifest alone).
-func (a *app) count(ctx context.Context, name string, v *uint64, where string) error {
+func (a *app) count(ctx context.Context, name string, v *uint64, where string, noIndex bool) error {
 	start := time.Now()
 	t, err := a.tableAt(ctx, name, v)
 	if err != nil {
@@ -215,7 +229,12 @@ func (a *app) count(ctx context.Context, name string, v *uint64, where string) e
 	}
 	defer pin.Release(ctx)
 	a.noteVersion(ctx, t, v != nil)
-	n, err := t.Count(ctx, where)
+	var n int64
+	if noIndex {
+		n, err = countNoIndex(ctx, t, where)
+	} else {
+		n, err = t.Count(ctx, where)
+	}
 	if err != nil {
 		return err
 	}
@@ -225,6 +244,24 @@ func (a *app) count(ctx context.Context, name string, v *uint64, where string) e
 	}
 	a.printf("%s %s (version %d, %s)\n", thousands(n), rowNoun(n), t.Version(), seconds(time.Since(start)))
 	return nil
+}
+
+// countNoIndex is Table.Count without the table's indexes (query --count --no-index):
+// a scan of no columns, counting its rows.
+func countNoIndex(ctx context.Context, t *engine.Table, where string) (int64, error) {
+	if where == "" {
+		return t.Count(ctx, "")
+	}
+	sc, err := t.Scan(ctx, engine.ScanOptions{Columns: []string{}, Filter: where, NoIndex: true})
+	if err != nil {
+		return 0, err
+	}
+	defer sc.Release()
+	var n int64
+	for sc.Next() {
+		n += sc.RecordBatch().NumRows()
+	}
+	return n, sc.Err()
 }
 
 // rowNoun is "row" for 1, else "rows".

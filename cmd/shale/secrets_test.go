@@ -90,6 +90,7 @@ func TestCredentialsNeverPrintedByAnyCommand(t *testing.T) {
 		{"demo", "--data", pq, "--table", "planted_demo"},
 		{"bench", "--suites", "import", "--reps", "1", "--data", "", "--rows", "1000"},
 		{"export", tbl, "--format", "csv"},
+		{"index", "create", tbl, "--column", "id"},
 		{"drop", tbl},
 	}
 	scenario := map[string][]string{}

@@ -5,12 +5,14 @@
 // file's descriptor: per page its row count, the min, max and null count of its values,
 // and checksums. A search reads the lookup (once; callers cache the Reader), keeps the
 // pages whose bounds may satisfy the predicate's condition on the column
-// (filter.Expr.Implied), reads only those (one range request each) and returns exactly
-// the row addresses whose value satisfies that condition. Deleted rows are not removed
-// here: the scan applies deletion vectors (and the whole predicate) to what it fetches.
+// (filter.Expr.Implied), reads only those (one range request per run of consecutive
+// pages) and returns exactly the row addresses whose value satisfies that condition.
+// Deleted rows are not removed here: the scan applies deletion vectors (and the whole
+// predicate) to what it fetches.
 //
 // Objects (under index.Dir): lookup.btree, the framed CBOR Lookup; <ulid>.arrow, the
-// pages (absent for an index of no rows). Both are immutable.
+// pages (absent for an index of no rows). Both are immutable. A search reads each run of
+// consecutive pages it needs (up to 64) with one range request.
 //
 // Memory: Build sorts in memory, about 24 bytes per row plus the values (3,000,000 int32
 // values: about 90 MB); a Reader keeps the lookup (a few hundred bytes per 4,096 rows).
@@ -116,7 +118,10 @@ func Build(ctx context.Context, s store.Store, dir string, field arrow.Field, ch
 	for i := range perm {
 		perm[i] = int64(i)
 	}
-	slices.SortStableFunc(perm, func(a, b int64) int { return less(int(a), int(b)) })
+	byValue := func(a, b int64) int { return less(int(a), int(b)) }
+	if !slices.IsSortedFunc(perm, byValue) { // input already in order (data sorted by the column): one pass, no sort
+		slices.SortStableFunc(perm, byValue)
+	}
 	idx := array.NewInt64Data(array.NewData(arrow.PrimitiveTypes.Int64, len(perm),
 		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int64Traits.CastToBytes(perm))}, nil, 0, 0))
 	defer idx.Release()
@@ -249,7 +254,7 @@ func (r *Reader) Lookup() Lookup { return r.lk }
 // Stats describe one search.
 type Stats struct {
 	Pages        int // pages in the index
-	PagesRead    int // pages fetched (one range request each)
+	PagesRead    int // pages fetched (one range request per run of consecutive pages)
 	PagesSkipped int // pages whose bounds ruled them out
 	Matches      int // row addresses returned
 }
@@ -288,30 +293,53 @@ func (r *Reader) Search(ctx context.Context, column string, cond *filter.Expr) (
 		return nil, st, err
 	}
 	schema := arrow.NewSchema([]arrow.Field{{Name: column, Type: r.typ, Nullable: true}}, nil)
-	for _, p := range pages {
-		rec, err := r.readPage(fr, p)
+	for len(pages) > 0 {
+		// Pages that can match a range lie next to each other: read each run of
+		// consecutive pages (at most maxRunPages) with one request.
+		n := 1
+		for n < len(pages) && n < maxRunPages && pages[n] == pages[0]+n {
+			n++
+		}
+		recs, err := r.readPages(ctx, fr, pages[0], n)
 		if err != nil {
 			return nil, st, err
 		}
-		st.PagesRead++
-		one := array.NewRecordBatch(schema, []arrow.Array{rec.Column(0)}, rec.NumRows())
-		mask, err := cond.Evaluate(compute.WithAllocator(ctx, r.mem), one)
-		one.Release()
-		if err != nil {
-			rec.Release()
-			return nil, st, fmt.Errorf("btree pages %s page %d: %w", r.lk.Pages.Key, p, err)
-		}
-		addrs := rec.Column(1).(*array.Uint64).Uint64Values()
-		for i := 0; i < mask.Len(); i++ {
-			if mask.Value(i) {
-				out.Add(addrs[i])
+		for k, rec := range recs {
+			if err == nil {
+				err = r.match(ctx, schema, cond, rec, pages[0]+k, out)
 			}
+			rec.Release()
 		}
-		mask.Release()
-		rec.Release()
+		if err != nil {
+			return nil, st, err
+		}
+		st.PagesRead += n
+		pages = pages[n:]
 	}
 	st.Matches = int(out.GetCardinality())
 	return out, st, nil
+}
+
+// maxRunPages bounds the pages one request reads (and one search holds decoded at once:
+// 64 pages of 4,096 entries of 8-byte values are about 4 MB).
+const maxRunPages = 64
+
+// match adds to out the row addresses of page p (rec) whose value satisfies cond.
+func (r *Reader) match(ctx context.Context, schema *arrow.Schema, cond *filter.Expr, rec arrow.RecordBatch, p int, out *roaring64.Bitmap) error {
+	one := array.NewRecordBatch(schema, []arrow.Array{rec.Column(0)}, rec.NumRows())
+	mask, err := cond.Evaluate(compute.WithAllocator(ctx, r.mem), one)
+	one.Release()
+	if err != nil {
+		return fmt.Errorf("btree pages %s page %d: %w", r.lk.Pages.Key, p, err)
+	}
+	defer mask.Release()
+	addrs := rec.Column(1).(*array.Uint64).Uint64Values()
+	for i := 0; i < mask.Len(); i++ {
+		if mask.Value(i) {
+			out.Add(addrs[i])
+		}
+	}
+	return nil
 }
 
 func (r *Reader) open(ctx context.Context) (*fragment.FileReader, error) {
@@ -332,18 +360,26 @@ func (r *Reader) open(ctx context.Context) (*fragment.FileReader, error) {
 	return fr, nil
 }
 
-func (r *Reader) readPage(fr *fragment.FileReader, p int) (arrow.RecordBatch, error) {
+// readPages reads pages first..first+n-1 with one request, with ctx: the pages file stays
+// open across searches, so each read must use its own search's context, not the one the
+// file was opened with.
+func (r *Reader) readPages(ctx context.Context, fr *fragment.FileReader, first, n int) ([]arrow.RecordBatch, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rec, err := fr.ReadBatch(p, nil)
+	fr.SetContext(ctx)
+	recs, err := fr.ReadBatchRange(first, n)
 	if err != nil {
-		return nil, fmt.Errorf("btree pages %s page %d: %w", r.lk.Pages.Key, p, err)
+		return nil, fmt.Errorf("btree pages %s pages %d-%d: %w", r.lk.Pages.Key, first, first+n-1, err)
 	}
-	if rec.NumCols() != 2 || !arrow.TypeEqual(rec.Column(0).DataType(), r.typ) || rec.Column(1).DataType().ID() != arrow.UINT64 {
-		rec.Release()
-		return nil, fmt.Errorf("btree pages %s page %d: %w: columns %s", r.lk.Pages.Key, p, manifest.ErrCorrupt, rec.Schema())
+	for k, rec := range recs {
+		if rec.NumCols() != 2 || !arrow.TypeEqual(rec.Column(0).DataType(), r.typ) || rec.Column(1).DataType().ID() != arrow.UINT64 {
+			for _, rec := range recs {
+				rec.Release()
+			}
+			return nil, fmt.Errorf("btree pages %s page %d: %w: columns %s", r.lk.Pages.Key, first+k, manifest.ErrCorrupt, rec.Schema())
+		}
 	}
-	return rec, nil
+	return recs, nil
 }
 
 // Close releases the cached pages file (no request). A search after Close reopens it.

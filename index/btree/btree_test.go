@@ -203,3 +203,176 @@ func TestSearchEqualsBruteForce(t *testing.T) {
 		})
 	}
 }
+
+// buildInts stores a BTree of the values 0..n-1 (one fragment) with pages of pageRows
+// rows and returns its reader.
+func buildInts(t *testing.T, s store.Store, n, pageRows int) *Reader {
+	t.Helper()
+	ctx := context.Background()
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	addrs := make([]uint64, n)
+	for i := 0; i < n; i++ {
+		b.Append(int64(i))
+		addrs[i] = uint64(i)
+	}
+	arr := b.NewArray()
+	defer arr.Release()
+	built, err := Build(ctx, s, "t/_indices/TXN/ints", arrow.Field{Name: "v", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		[]Chunk{{Values: arr, Addrs: addrs}}, BuildOptions{PageRows: pageRows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk, err := ReadLookup(ctx, s, built.Files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReader(s, lk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func intCond(t *testing.T, where string) *filter.Expr {
+	t.Helper()
+	e, err := filter.Parse(where, arrow.NewSchema([]arrow.Field{{Name: "v", Type: arrow.PrimitiveTypes.Int64, Nullable: true}}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cond, ok := e.Implied("v")
+	if !ok {
+		t.Fatalf("%s: no condition on v", where)
+	}
+	return cond
+}
+
+// TestSearchAfterFirstContextEnds: a Reader keeps its pages file open across searches;
+// a search after the context of the first one ended must still work (the file was read
+// with that context, so every later page read failed with context.Canceled).
+func TestSearchAfterFirstContextEnds(t *testing.T) {
+	r := buildInts(t, ctxStore{memStore(t)}, 1000, 100)
+	first, cancel := context.WithCancel(context.Background())
+	if _, _, err := r.Search(first, "v", intCond(t, "v = 5")); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	got, _, err := r.Search(context.Background(), "v", intCond(t, "v = 905"))
+	if err != nil {
+		t.Fatalf("search after the first search's context ended: %v", err)
+	}
+	if got.GetCardinality() != 1 || !got.Contains(905) {
+		t.Fatalf("got %v, want [905]", got.ToArray())
+	}
+}
+
+// ctxStore fails reads whose context has ended, as a remote store does (the mem store
+// does not look at the context of a read).
+type ctxStore struct{ store.Store }
+
+func (s ctxStore) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return s.Store.GetRange(ctx, key, off, n)
+}
+
+// TestWarmSearchRequests: a cold search costs the pages file's tail plus one range request
+// per run of consecutive pages that can match; a warm one only the pages, and never the
+// lookup.
+func TestWarmSearchRequests(t *testing.T) {
+	ctx := context.Background()
+	s := memStore(t)
+	r := buildInts(t, s, 1000, 100)
+	c := s.Counters()
+	before := c.Snapshot()
+	got, st, err := r.Search(ctx, "v", intCond(t, "v = 5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := c.Snapshot().Sub(before); d.Total() != 2 || d.ByOp[store.OpGetRange] != 2 || st.PagesRead != 1 || got.GetCardinality() != 1 {
+		t.Fatalf("cold point search: requests %v, stats %+v, %d matches; want the tail and one page", d, st, got.GetCardinality())
+	}
+	before = c.Snapshot()
+	got, st, err = r.Search(ctx, "v", intCond(t, "v = 777"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := c.Snapshot().Sub(before); d.Total() != 1 || st.PagesRead != 1 || got.GetCardinality() != 1 {
+		t.Fatalf("warm point search: requests %v, stats %+v, %d matches; want one page", d, st, got.GetCardinality())
+	}
+	before = c.Snapshot()
+	if _, st, err = r.Search(ctx, "v", intCond(t, "v >= 250 AND v < 450")); err != nil {
+		t.Fatal(err)
+	}
+	if d := c.Snapshot().Sub(before); st.PagesRead != 3 || d.Total() != 1 {
+		t.Fatalf("warm range search: requests %v, stats %+v; want pages 2-4 in one request", d, st)
+	}
+}
+
+// TestPagesSortedByValueThenAddress: with many duplicates, Build's pages hold the entries
+// in (value, row address) order when the input is in address order (ties keep the input
+// order), nulls first.
+func TestPagesSortedByValueThenAddress(t *testing.T) {
+	ctx := context.Background()
+	s := memStore(t)
+	rng := rand.New(rand.NewPCG(seed(t), 11))
+	b := array.NewStringBuilder(memory.DefaultAllocator)
+	const n = 5000
+	addrs := make([]uint64, n)
+	for i := range addrs {
+		if rng.IntN(20) == 0 {
+			b.AppendNull()
+		} else {
+			b.Append(fmt.Sprintf("k%d", rng.IntN(7)))
+		}
+		addrs[i] = uint64(i/1000)<<32 | uint64(i%1000)
+	}
+	arr := b.NewArray()
+	defer arr.Release()
+	built, err := Build(ctx, s, "t/_indices/TXN/sorted", arrow.Field{Name: "v", Type: arrow.BinaryTypes.String, Nullable: true},
+		[]Chunk{{Values: arr, Addrs: addrs}}, BuildOptions{PageRows: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReader(s, built.Lookup, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	fr, err := r.open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := r.readPages(ctx, fr, 0, fr.NumBatches())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prevNull = true
+	var prevVal string
+	var prevAddr uint64
+	seen := 0
+	for _, rec := range recs {
+		vals := rec.Column(0).(*array.String)
+		as := rec.Column(1).(*array.Uint64).Uint64Values()
+		for i := 0; i < vals.Len(); i++ {
+			null, v, a := vals.IsNull(i), vals.Value(i), as[i]
+			if seen > 0 {
+				switch {
+				case prevNull && null, !prevNull && !null && prevVal == v:
+					if a <= prevAddr {
+						t.Fatalf("entry %d: address %x after %x within equal values", seen, a, prevAddr)
+					}
+				case !prevNull && null, !prevNull && v < prevVal:
+					t.Fatalf("entry %d: %q (null %v) after %q", seen, v, null, prevVal)
+				}
+			}
+			prevNull, prevVal, prevAddr = null, v, a
+			seen++
+		}
+		rec.Release()
+	}
+	if seen != n {
+		t.Fatalf("%d entries, want %d", seen, n)
+	}
+}

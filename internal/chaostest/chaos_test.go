@@ -34,6 +34,7 @@ import (
 	"github.com/shale-db/shale/engine/enginetest"
 	"github.com/shale-db/shale/internal/failpoint"
 	"github.com/shale-db/shale/internal/storetest"
+	"github.com/shale-db/shale/manifest/catalog"
 	"github.com/shale-db/shale/store"
 )
 
@@ -48,17 +49,20 @@ type size struct {
 	tick                             time.Duration // mean time between controller actions
 	pStop, pKill, pArm, pLossy, pCut float64
 	pSlow                            float64
+	// pLong: of the pauses, those that outlast the hold lease for real
+	// (catalog.DefaultHoldTTL and a few seconds more), with nothing revoked.
+	pLong float64
 }
 
 func runSize(t *testing.T) size {
 	sz := size{name: "ci", workers: 4, compactors: 1, recoverers: 1, gcs: 1, ops: 300, chaos: 30 * time.Second,
-		maxStopped: 2, tick: 150 * time.Millisecond, pStop: 0.25, pKill: 0.04, pArm: 0.6, pLossy: 0.4, pCut: 0.6, pSlow: 0.4}
+		maxStopped: 2, tick: 150 * time.Millisecond, pStop: 0.25, pKill: 0.04, pArm: 0.6, pLossy: 0.4, pCut: 0.6, pSlow: 0.4, pLong: 0.06}
 	if testing.Short() {
 		sz.name, sz.chaos = "short", 10*time.Second
 	}
 	if os.Getenv("SHALE_SLOW") == "1" {
 		sz = size{name: "slow", workers: 8, compactors: 2, recoverers: 1, gcs: 2, ops: 2000, chaos: 5 * time.Minute,
-			maxStopped: 3, tick: 100 * time.Millisecond, pStop: 0.25, pKill: 0.04, pArm: 0.6, pLossy: 0.4, pCut: 0.6, pSlow: 0.4}
+			maxStopped: 3, tick: 100 * time.Millisecond, pStop: 0.25, pKill: 0.04, pArm: 0.6, pLossy: 0.4, pCut: 0.6, pSlow: 0.4, pLong: 0.06}
 	}
 	if d := os.Getenv("SHALE_CHAOS_DURATION"); d != "" {
 		v, err := time.ParseDuration(d)
@@ -114,6 +118,7 @@ type runStats struct {
 	armed          int            // incarnations armed with a seam
 	ctlKills       int            // SIGKILL by the controller, anywhere
 	stops          int
+	longStops      int // pauses past the real hold lease (nothing revoked)
 	leaseExpiries  int // stopped processes whose holds' leases were revoked
 	holdsExpired   int // leases revoked (of paused and of dead processes)
 	lossy          int // worker incarnations with a lossy store and etcd
@@ -338,8 +343,13 @@ func (c *controller) start(p *proc) {
 				p.spec += ";"
 			}
 			ms := 20 + c.rng.Intn(400)
-			if strings.HasSuffix(seam, "_batch") { // hit once per batch
+			switch {
+			case strings.HasSuffix(seam, "_batch"): // hit once per batch
 				ms = 5 + c.rng.Intn(50)
+			case seam == "manifest.before_txn_put" && c.rng.Intn(2) == 0:
+				// Its objects are written, its commit not begun: with no hold (or one
+				// whose lease a pause ends) GC with no grace fences it meanwhile.
+				ms = 300 + c.rng.Intn(1500)
 			}
 			p.spec += fmt.Sprintf("%s=sleep(%dms)", seam, ms)
 			c.st.slowed++
@@ -443,7 +453,8 @@ func (c *controller) reap(p *proc) bool {
 
 // stopOne pauses a random running process for 0.2-3 s; for most pauses its holds' leases
 // are revoked while it is paused, as etcd does one TTL after its last keep-alive, so GC
-// and recovery act as if it were dead.
+// and recovery act as if it were dead. A few pauses (pLong) last past the hold lease for
+// real (catalog.DefaultHoldTTL plus 1-4 s) and revoke nothing: etcd expires the leases.
 func (c *controller) stopOne(now time.Time) {
 	var cand []*proc
 	n := 0
@@ -468,6 +479,10 @@ func (c *controller) stopOne(now time.Time) {
 	p := cand[c.rng.Intn(len(cand))]
 	pause := time.Duration(200+c.rng.Intn(2800)) * time.Millisecond
 	expire := c.rng.Float64() < c.sz.pCut
+	if c.rng.Float64() < c.sz.pLong {
+		pause, expire = catalog.DefaultHoldTTL+time.Duration(1000+c.rng.Intn(3000))*time.Millisecond, false
+		c.st.longStops++
+	}
 	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		return // it just exited
 	}
@@ -638,8 +653,8 @@ func (c *controller) report(ck *checker, chaosWall, checkWall time.Duration) {
 	}
 	t.Logf("wall time: %s of setup and chaos (%s of it stopping the processes), %s of checks",
 		chaosWall.Round(time.Millisecond), c.st.stopping.Round(time.Millisecond), checkWall.Round(time.Millisecond))
-	t.Logf("processes: %d incarnations (%d armed with a seam to kill at, %d slow at a seam, %d worker incarnations lossy); SIGKILL at a seam %d %v; SIGKILL by the controller %d; SIGSTOP %d (%d of them past the lease); holds' leases revoked %d; clean exits %d",
-		c.st.incarnations, c.st.armed, c.st.slowed, c.st.lossy, sum(c.st.seamKills), c.st.seamKills, c.st.ctlKills, c.st.stops, c.st.leaseExpiries, c.st.holdsExpired, c.st.cleanExits)
+	t.Logf("processes: %d incarnations (%d armed with a seam to kill at, %d slow at a seam, %d worker incarnations lossy); SIGKILL at a seam %d %v; SIGKILL by the controller %d; SIGSTOP %d (%d of them past the lease by revoking it, %d past the real lease); holds' leases revoked %d; clean exits %d",
+		c.st.incarnations, c.st.armed, c.st.slowed, c.st.lossy, sum(c.st.seamKills), c.st.seamKills, c.st.ctlKills, c.st.stops, c.st.leaseExpiries, c.st.longStops, c.st.holdsExpired, c.st.cleanExits)
 	t.Logf("writer operations: %d (run again under the same key: %d; Table.Retry calls: %d; duplicates found by key: %d; rejected as fenced (ErrTxnAborted): %d; conflicts: %d)",
 		total, again, retries, dups, aborted, conflicts)
 	for _, kind := range []string{kindAppend, kindDelete, kindUpdate, kindOverwrite} {

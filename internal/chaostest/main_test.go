@@ -126,10 +126,18 @@ func openChild(ctx context.Context, opts engine.Options, lossy bool, seed int64)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	cli, err := coord.Connect(ctx, coord.Config{Endpoints: strings.Split(os.Getenv(enginetest.EnvEtcd), ",")})
-	if err != nil {
-		s.Close()
-		return nil, nil, err
+	// Under load (the slow size on two cores, beside other test packages) the first
+	// request to etcd can miss its 5 s deadline: try a few times before failing the run.
+	var cli *coord.Client
+	for try := 0; ; try++ {
+		if cli, err = coord.Connect(ctx, coord.Config{Endpoints: strings.Split(os.Getenv(enginetest.EnvEtcd), ",")}); err == nil {
+			break
+		}
+		if try == 3 {
+			s.Close()
+			return nil, nil, err
+		}
+		time.Sleep(time.Second)
 	}
 	var st store.Store = s
 	if lossy {

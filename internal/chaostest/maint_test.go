@@ -92,8 +92,9 @@ func runRecoverer(cfg childConfig) error {
 		})
 }
 
-// runGC alternates garbage collection at the smallest grace the CLI allows (1 min, with
-// the CLI's recovery defaults) and at zero grace (the library), keeping few versions.
+// runGC alternates garbage collection at the smallest grace the CLI allows (1 min, as
+// `shale gc --grace 1m` runs it: gc.Run, no recovery) and at zero grace with recovery
+// (gc.RunWithRecover: the library only), keeping few versions.
 func runGC(cfg childConfig) error {
 	n := 0
 	return maint(cfg, func(rng *rand.Rand) time.Duration { return time.Duration(300+rng.Intn(1200)) * time.Millisecond },

@@ -145,3 +145,15 @@ func TestPausedGroupAbortedByTimeoutCannotCommit(t *testing.T) {
 		}
 	}
 }
+
+// TestPausedWriteWithoutHoldCannotCommit: the write hold is armed by a timer
+// (Options.WriteHoldAfter, 30 s by default); a write paused before it fires, or that never
+// takes one (negative, as here), has nothing in etcd protecting its objects. Paused with
+// SIGSTOP after writing them, it has them collected by garbage collection with no grace
+// period; resumed, it must fail at its commit with manifest.ErrTxnAborted: the timer only
+// spares a long write from being aborted, it never decides what is kept.
+func TestPausedWriteWithoutHoldCannotCommit(t *testing.T) {
+	for _, mode := range []string{"append", "delete"} {
+		t.Run(mode, func(t *testing.T) { pausedWriteCollected(t, mode, holdNone) })
+	}
+}

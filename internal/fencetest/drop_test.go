@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,8 +35,9 @@ func txnRecords(t *testing.T, s store.Store, table string) []string {
 }
 
 // TestWriterCommittingAcrossDropAndCreate (issue 8 item 10): a writer in another process
-// plans an append on table t, reaches its commit point (held there by a failpoint), and
-// loses its hold's lease; meanwhile t is dropped, and created again or not. In the
+// plans an append on table t, reaches its commit point (held there by a failpoint), is
+// paused there with SIGSTOP and loses its hold's lease; meanwhile t is dropped, and
+// created again or not; then it is resumed with SIGCONT. In the
 // "hole" cases another append committed first, so the writer's version number is one the
 // drop's deletes freed and its put lands below the drop marker; otherwise its put meets
 // the marker. Released, the write must fail with ErrTableDropped (Rejected), never report
@@ -52,6 +54,9 @@ func TestWriterCommittingAcrossDropAndCreate(t *testing.T) {
 			waitFor(t, 30*time.Second, "the writer at its commit point (its transaction record)", func() bool {
 				return len(txnRecords(t, s, "t")) > records
 			})
+			if err := child.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
 			if c.hole {
 				tbl, err := db.OpenTable(ctx, "t")
 				if err != nil {
@@ -82,6 +87,9 @@ func TestWriterCommittingAcrossDropAndCreate(t *testing.T) {
 				}
 			}
 			if err := os.WriteFile(gate, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := child.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 				t.Fatal(err)
 			}
 			r := child.wait(t)

@@ -40,6 +40,7 @@ type result struct {
 	Aborted bool   `json:"aborted"` // errors.Is(err, manifest.ErrTxnAborted)
 	Dropped bool   `json:"dropped"` // errors.Is(err, engine.ErrTableDropped)
 	Version uint64 `json:"version"`
+	Rows    int64  `json:"rows"` // a pin's scan: the rows it read
 	Err     string `json:"error,omitempty"`
 }
 
@@ -58,17 +59,36 @@ func batch(from, to int64) arrow.RecordBatch {
 	return b.NewRecordBatch()
 }
 
-// child runs one write (mode "append" or "delete") on table TABLE and prints its result.
-// A write hold is taken at once (WriteHoldAfter 1 ms), so the parent can show that the
-// hold's lease is not what keeps the write safe.
+// child runs one operation (mode "append", "delete", "compact", "group", "commit", "pin"
+// or "recover") on table TABLE and prints its result. A write hold is taken at once
+// (WriteHoldAfter 1 ms; HOLD_AFTER, a Go duration, overrides it, negative for never), so
+// the parent can show that the hold's lease is not what keeps the write safe.
 func child(mode string) int {
 	ctx := context.Background()
-	db, closeDB, err := enginetest.OpenChildDB(ctx, engine.Options{WriteHoldAfter: time.Millisecond})
+	holdAfter := time.Millisecond
+	if v := os.Getenv("HOLD_AFTER"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "child: HOLD_AFTER:", err)
+			return 1
+		}
+		holdAfter = d
+	}
+	db, closeDB, err := enginetest.OpenChildDB(ctx, engine.Options{WriteHoldAfter: holdAfter})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 1
 	}
 	defer closeDB()
+	switch mode {
+	case "commit":
+		return report(commitRecord(ctx, db))
+	case "pin":
+		return report(pinAndScan(ctx, db))
+	case "recover":
+		_, err := recovery.Recover(ctx, db.Store(), db.Catalog(), os.Getenv("TABLE"), recovery.Options{MinAge: -1})
+		return report(engine.CommitResult{}, err)
+	}
 	tbl, err := db.OpenTable(ctx, os.Getenv("TABLE"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
@@ -91,8 +111,13 @@ func child(mode string) int {
 	default:
 		err = fmt.Errorf("unknown mode %q", mode)
 	}
+	return report(res, err)
+}
+
+// report prints a child's result line for its operation's result and error.
+func report(res engine.CommitResult, err error) int {
 	out := result{Outcome: engine.OutcomeOf(err).String(), Aborted: errors.Is(err, manifest.ErrTxnAborted),
-		Dropped: errors.Is(err, engine.ErrTableDropped), Version: res.Version}
+		Dropped: errors.Is(err, engine.ErrTableDropped), Version: res.Version, Rows: res.Rows}
 	if err != nil {
 		out.Err = err.Error()
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/fxamacker/cbor/v2"
 
 	"github.com/shale-db/shale/coord"
+	"github.com/shale-db/shale/demand"
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/index"
 	"github.com/shale-db/shale/internal/fragment"
@@ -128,6 +129,7 @@ var jsonTypes = map[string]reflect.Type{
 	"recovery.Sidecar": reflect.TypeFor[recovery.Sidecar](),
 	"recovery.Attempt": reflect.TypeFor[recovery.Attempt](),
 	"catalog.Hold":     reflect.TypeFor[catalog.Hold](),
+	"demand.Event":     reflect.TypeFor[demand.Event](),
 }
 
 // fieldKeys returns the encoded key of each exported field of struct type st under the
@@ -234,6 +236,7 @@ func TestFormatDocKeysAreTheCodesKeys(t *testing.T) {
 		{fragment.DefaultMaxRowsPerBatch == 65536 && fragment.DefaultMaxRowsPerFile == 1048576 && strings.Contains(doc.text, "up to 65,536 rows, files up to 1,048,576 rows"), "batch and file sizes"},
 		{fragment.MaxStatBytes == 64 && strings.Contains(doc.text, "cut to 64 bytes"), "statistics truncation"},
 		{catalog.PointerFormat == 1 && recovery.Format == 1, "pointer and sidecar formats"},
+		{demand.CurrentVersion == 1 && demand.SealedTimesCap == 64 && strings.Contains(doc.text, "at most 64 entries"), "demand record version and time map cap"},
 		{manifest.ManifestKey("t", 7) == "t/_versions/18446744073709551608.manifest" && strings.Contains(doc.text, `"manifest_key":"t/_versions/18446744073709551608.manifest"`), "manifest key of the pointer example"},
 		{recovery.Key("x") == "_recovery/x.json" && manifest.TxnKey("t", 3, "X") == "t/_txn/3-X.txn", "sidecar and transaction record keys"},
 		{index.Dir("t", "TX", "U") == "t/_indices/TX/U", "index directory"},

@@ -348,7 +348,7 @@ func (r *FileReader) ReadBatch(i int, columns []int) (_ arrow.RecordBatch, err e
 			err = panics.New("read data file", r.df.Key, v)
 		}
 	}()
-	if err := seamReadBatch.Inject(r.ctx); err != nil {
+	if err := seamReadBatch.Inject(r.src.context()); err != nil {
 		return nil, err
 	}
 	if i < 0 || i >= len(r.blocks) {
@@ -455,6 +455,73 @@ func (r *FileReader) readWhole(i int) (arrow.RecordBatch, error) {
 	if err != nil {
 		return nil, err
 	}
+	return r.decodeWhole(i, data)
+}
+
+// ReadBatchRange reads record batches first..first+n-1 with every column. Their bytes lie
+// one after another in the file, so it fetches them with one GetRange (files with
+// dictionaries: one per batch, as ReadBatch). The caller owns and releases every batch.
+// Errors: as ReadBatch; a range outside the file.
+func (r *FileReader) ReadBatchRange(first, n int) (_ []arrow.RecordBatch, err error) {
+	if first < 0 || n < 1 || first+n > len(r.blocks) {
+		return nil, fmt.Errorf("fragment: batches [%d,%d) out of range [0,%d) in %s", first, first+n, len(r.blocks), r.df.Key)
+	}
+	var out []arrow.RecordBatch
+	defer func() {
+		if v := recover(); v != nil {
+			err = panics.New("read data file", r.df.Key, v)
+		}
+		if err != nil {
+			for _, rec := range out {
+				rec.Release()
+			}
+			out = nil
+		}
+	}()
+	if !r.direct {
+		for i := first; i < first+n; i++ {
+			rec, err := r.ReadBatch(i, nil)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, rec)
+		}
+		return out, nil
+	}
+	if err := seamReadBatch.Inject(r.src.context()); err != nil {
+		return nil, err
+	}
+	start := r.blocks[first].Offset
+	end := start
+	for i := first; i < first+n; i++ {
+		b := r.blocks[i]
+		end = max(end, b.Offset+int64(b.MetaLen)+b.BodyLen)
+		if b.Offset < start {
+			return nil, r.corrupt("record batch %d (offset %d) lies before batch %d (offset %d)", i, b.Offset, first, start)
+		}
+	}
+	data, err := r.src.fetch(start, end-start)
+	if err != nil {
+		return nil, err
+	}
+	for i := first; i < first+n; i++ {
+		b := r.blocks[i]
+		off := b.Offset - start
+		rec, err := r.decodeWhole(i, data[off:off+int64(b.MetaLen)+b.BodyLen])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rec)
+		if r.df.Batches != nil && rec.NumRows() != r.df.Batches[i].Rows {
+			return nil, r.corrupt("batch %d has %d rows, its description says %d", i, rec.NumRows(), r.df.Batches[i].Rows)
+		}
+	}
+	return out, nil
+}
+
+// decodeWhole checks and decodes batch i from its fetched metadata and body.
+func (r *FileReader) decodeWhole(i int, data []byte) (arrow.RecordBatch, error) {
+	b := r.blocks[i]
 	if err := r.verifyBlock(i, data); err != nil {
 		return nil, err
 	}
@@ -564,17 +631,35 @@ func (r *FileReader) Close() error {
 	return nil
 }
 
+// SetContext makes ctx the context of the reader's later requests, in place of the one
+// OpenFile was given: a reader kept beyond the call that opened it (a cached index page
+// file) must not keep using that call's context, which may have ended. Safe for
+// concurrent use; a read running concurrently with it may use either context.
+func (r *FileReader) SetContext(ctx context.Context) { r.src.setContext(ctx) }
+
 // rangeSource serves arrow's ReadAtSeeker from pinned byte ranges (the file tail, a
 // prefetched batch) and falls back to one GetRange per ReadAt for anything else.
 type rangeSource struct {
-	ctx   context.Context
 	store store.Store
 	key   string
 	size  int64
 
 	mu   sync.Mutex
+	ctx  context.Context // of the requests (SetContext)
 	pins []*pinned
 	pos  int64
+}
+
+func (s *rangeSource) context() context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ctx
+}
+
+func (s *rangeSource) setContext(ctx context.Context) {
+	s.mu.Lock()
+	s.ctx = ctx
+	s.mu.Unlock()
 }
 
 type pinned struct {
@@ -585,7 +670,7 @@ type pinned struct {
 // fetch reads exactly n bytes at off with one GetRange; a short read means the object is
 // shorter than its recorded size.
 func (s *rangeSource) fetch(off, n int64) ([]byte, error) {
-	b, err := s.store.GetRange(s.ctx, s.key, off, n)
+	b, err := s.store.GetRange(s.context(), s.key, off, n)
 	if err != nil {
 		return nil, err
 	}
