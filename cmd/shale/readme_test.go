@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,9 +10,12 @@ import (
 	"time"
 )
 
-// readmeUsingIt returns the command lines of README.md's "## Using it" sh block, their
-// trailing comments removed.
-func readmeUsingIt(t *testing.T) []string {
+// usingItLine is one command line of README.md's "Using it" block and its comment.
+type usingItLine struct{ cmd, comment string }
+
+// readmeUsingIt returns the command lines of README.md's "## Using it" sh block, each
+// with its trailing comment split off.
+func readmeUsingIt(t *testing.T) []usingItLine {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	if err != nil {
@@ -26,11 +30,11 @@ func readmeUsingIt(t *testing.T) []string {
 		t.Fatal(`"Using it" has no sh block`)
 	}
 	block, _, _ = strings.Cut(block, "\n```\n")
-	var lines []string
+	var lines []usingItLine
 	for _, l := range strings.Split(block, "\n") {
-		l = stripComment(l)
-		if l = strings.TrimSpace(l); l != "" {
-			lines = append(lines, l)
+		c := stripComment(l)
+		if cmd := strings.TrimSpace(c); cmd != "" {
+			lines = append(lines, usingItLine{cmd, strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l[len(c):]), "#"))})
 		}
 	}
 	return lines
@@ -86,10 +90,10 @@ func shellWords(t *testing.T, line string) (words []string, redirect string) {
 // TestREADMEUsingItRunsInOrderAfterTheDemo (SHALE_DEMO_TEST=1; it imports the 3M rows)
 // runs the demo on a fresh state directory, then every command of README.md's "Using it"
 // block in order, as written: each succeeds, prints a few lines (none prints the
-// table), does what its comment says (the delete deletes 41,483 rows, the count after
-// the update is 0, the second import writes nothing, compaction makes version 6, gc
-// expires versions 1-3), and no line says "1 rows" or shows a count of thousands without
-// separators (issue 9 item 18).
+// table), does what its comment says (the version a "(version N)" or "in version N"
+// comment names, the rows a delete's comment counts, "0 rows now", the versions gc
+// "expires", the second import writing nothing), and no line says "1 rows" or shows a
+// count of thousands without separators (issue 9 item 18).
 func TestREADMEUsingItRunsInOrderAfterTheDemo(t *testing.T) {
 	if testing.Short() || os.Getenv("SHALE_DEMO_TEST") == "" {
 		t.Skip("set SHALE_DEMO_TEST=1 (and no -short) to run the demo and the README's commands")
@@ -101,33 +105,32 @@ func TestREADMEUsingItRunsInOrderAfterTheDemo(t *testing.T) {
 	e := freshEnv(t)
 	e.ok("demo", "--data", data)
 	lines := readmeUsingIt(t)
-	if len(lines) < 15 || lines[0] != "go build -o shale ./cmd/shale" {
+	if len(lines) < 15 || lines[0].cmd != "go build -o shale ./cmd/shale" {
 		t.Fatalf("README's Using it block: %q", lines)
 	}
+	// What a command's output must say, by the start of its line; the versions and counts
+	// come from the README's own comments below.
 	says := map[string][]string{
-		"./shale status":                                     {"flights", "in sync"},
-		"./shale versions flights":                           {"create", "append", "delete", "3,000,000", "2,833,659"},
-		"./shale delete flights --where":                     {"Deleted 41,483 rows from flights: version 4"},
-		"./shale update flights --set":                       {"rows of flights: version 5"},
-		"./shale query flights --count":                      {"0 rows (version 5"},
-		"./shale query flights --version 2":                  {"(5 rows, version 2"},
-		"./shale export sfo -o sfo.parquet":                  {"Exported", "sfo.parquet (parquet"},
-		"./shale compact flights --dry-run":                  {"nothing written (--dry-run)"},
-		"./shale compact flights":                            {"Compacted flights: version 6"},
-		"./shale verify":                                     {"no faults"},
-		"./shale recover":                                    {"No recovery sidecars"},
-		"./shale repair":                                     {"No drift"},
-		"./shale gc flights --keep-last 3":                   {"expired 3 versions (v1–v3)"},
-		"./shale drop sfo":                                   {"Dropped sfo"},
-		"./shale doctor":                                     {"all checks passed"},
-		"./shale inspect sfo":                                {"Table sfo, version 2"},
-		"./shale query flights --where \"origin = 'SFO' AND": {"(10 rows, version 3"},
+		"./shale status":                    {"flights", "in sync"},
+		"./shale verify":                    {"no faults"},
+		"./shale recover":                   {"No recovery sidecars"},
+		"./shale repair":                    {"No drift"},
+		"./shale drop sfo":                  {"Dropped sfo"},
+		"./shale doctor":                    {"all checks passed"},
+		"./shale export sfo -o sfo.parquet": {"Exported", "sfo.parquet (parquet"},
+		"./shale inspect sfo":               {"Table sfo, version 2"},
+		"./shale versions flights":          {"create", "append", "delete", "3,000,000"},
 	}
+	inVersion := regexp.MustCompile(`(?:in version|\(version) (\d+)\)?`)
+	expires := regexp.MustCompile(`expires versions 1-(\d+)`)
+	deletes := regexp.MustCompile(`^(\d[\d,]*) `)
 	// A count of 1,000 or more printed without separators (in lines that count rows),
 	// not part of a date, a time, a ULID or a key.
 	bare := regexp.MustCompile(`(^|[\s(])\d{4,}([\s),.]|$)`)
 	imports := 0
-	for _, line := range lines[1:] {
+	pending := map[string]string{} // a --dry-run line's "(version N)": what the real run commits
+	for _, l := range lines[1:] {
+		line := l.cmd
 		words, redirect := shellWords(t, line)
 		if words[0] != "./shale" {
 			t.Fatalf("README line %q does not run ./shale", line)
@@ -145,40 +148,71 @@ func TestREADMEUsingItRunsInOrderAfterTheDemo(t *testing.T) {
 			}
 			out = ""
 		}
+		var want []string
+		for prefix, w := range says {
+			if line == prefix || strings.HasPrefix(line, prefix+" ") {
+				want = append(want, w...)
+			}
+		}
+		dry := strings.Contains(line, " --dry-run")
+		if m := inVersion.FindStringSubmatch(l.comment); m != nil {
+			if dry {
+				pending[strings.Replace(line, " --dry-run", "", 1)] = "version " + m[1]
+				want = append(want, "nothing written (--dry-run)")
+			} else {
+				want = append(want, "version "+m[1])
+			}
+		}
+		if v, ok := pending[line]; ok {
+			want = append(want, v)
+			delete(pending, line)
+		}
+		if m := expires.FindStringSubmatch(l.comment); m != nil {
+			want = append(want, fmt.Sprintf("expired %s versions (v1–v%s)", m[1], m[1]))
+		}
+		if words[1] == "delete" {
+			if m := deletes.FindStringSubmatch(l.comment); m != nil {
+				want = append(want, "Deleted "+m[1]+" rows")
+			}
+		}
+		if strings.Contains(l.comment, "0 rows now") {
+			want = append(want, "0 rows (version ")
+		}
+		if strings.HasPrefix(line, "./shale import sfo.csv") {
+			imports++
+			if imports == 1 {
+				want = append(want, "Created sfo and imported 60,852 rows")
+			} else {
+				want = append(want, "Already imported")
+			}
+		}
+		if words[1] == "query" && redirect == "" && !strings.Contains(line, "--explain") && !strings.Contains(line, "--count") {
+			if n := strings.Count(out, "\n"); n < 3 {
+				t.Errorf("README line %q printed no rows:\n%s", line, out)
+			}
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("README line %q (# %s): output lacks %q:\n%s", line, l.comment, w, out)
+			}
+		}
 		if n := strings.Count(out, "\n"); n > 30 {
 			t.Errorf("README line %q prints %d lines (a few are meant)", line, n)
 		}
 		if strings.Contains(out, " 1 rows") || strings.Contains(out, " 1 fragments") || strings.Contains(out, "(1 rows") {
 			t.Errorf("README line %q: %q", line, out)
 		}
-		for _, l := range strings.Split(out, "\n") {
-			if !strings.Contains(l, "row") { // counts of rows; column statistics are data
+		for _, ol := range strings.Split(out, "\n") {
+			if !strings.Contains(ol, "row") { // counts of rows; column statistics are data
 				continue
 			}
-			if m := bare.FindString(l); m != "" && !regexp.MustCompile(`\d{4}-\d{2}-\d{2}`).MatchString(l) {
-				t.Errorf("README line %q: a count without separators (%q) in %q", line, m, l)
+			if m := bare.FindString(ol); m != "" && !regexp.MustCompile(`\d{4}-\d{2}-\d{2}`).MatchString(ol) {
+				t.Errorf("README line %q: a count without separators (%q) in %q", line, m, ol)
 			}
 		}
-		if strings.HasPrefix(line, "./shale import sfo.csv") {
-			imports++
-			want := "Created sfo and imported 60,852 rows"
-			if imports == 2 {
-				want = "Already imported"
-			}
-			if !strings.Contains(out, want) {
-				t.Errorf("README line %q (run %d): lacks %q", line, imports, want)
-			}
-		}
-		for prefix, wants := range says {
-			if strings.HasPrefix(line, prefix) && (prefix != "./shale compact flights" || !strings.Contains(line, "--dry-run")) &&
-				(prefix != "./shale query flights --where \"origin = 'SFO' AND" || redirect == "") {
-				for _, w := range wants {
-					if !strings.Contains(out, w) {
-						t.Errorf("README line %q: output lacks %q:\n%s", line, w, out)
-					}
-				}
-			}
-		}
+	}
+	if len(pending) != 0 {
+		t.Errorf("no README line ran what these --dry-run lines announce: %v", pending)
 	}
 	if csv, err := os.ReadFile(filepath.Join(e.dir, "sfo.csv")); err != nil || strings.Count(string(csv), "\n") != 60853 {
 		t.Fatalf("sfo.csv: %d lines, %v", strings.Count(string(csv), "\n"), err)
