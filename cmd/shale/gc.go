@@ -76,7 +76,7 @@ recovery step's results are under "outcomes", as in shale recover --json.`,
 			case grace < minSafeGrace && !noWriters:
 				// A write shorter than engine.DefaultWriteHoldAfter takes no hold: only the
 				// grace period keeps gc from fencing it (it would then fail at its commit).
-				return usagef("--grace %s is shorter than %s: a write in flight would be aborted (it fails, nothing is lost); add --no-writers if no process is writing", grace, minSafeGrace)
+				return usagef("--grace %s is shorter than %s: a write in flight would be aborted (it fails, nothing is lost); add --no-writers if no process is writing", flagDuration(grace), flagDuration(minSafeGrace))
 			}
 			p := gc.Policy{KeepLast: keepLast, KeepNewer: keepNewer, GracePeriod: grace, DryRun: dryRun}
 			if grace == 0 {
@@ -146,7 +146,7 @@ func (a *app) printGC(rep gc.Report, grace time.Duration) {
 		}
 		a.printf("; kept %s", humanBytes(t.BytesKept))
 		if n := t.Kept[gc.Young]; n > 0 {
-			a.printf(" (%s younger than --grace %s)", plural(n, "unreferenced file"), grace)
+			a.printf(" (%s younger than --grace %s)", plural(n, "unreferenced file"), flagDuration(grace))
 		}
 		if n := t.Kept[gc.Protected]; n > 0 {
 			a.printf(" (%s of pending recovery sidecars)", plural(n, "file"))

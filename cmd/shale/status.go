@@ -240,7 +240,7 @@ sync" only with no drift, no fault, no pending sidecar and no hold. status only 
 				}
 				return serr
 			}
-			a.printf("store: %s\netcd:  %v\n\n", db.Store().URL(), a.coord.Endpoints())
+			a.printf("store: %s\netcd:  %s\n\n", db.Store().URL(), endpointList(a.coord.Endpoints()))
 			if len(sts) == 0 {
 				a.printf("no tables\n")
 			} else {
