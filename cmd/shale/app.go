@@ -106,10 +106,13 @@ func (a *app) rootCommand() *cobra.Command {
 			}
 			// Commands that only read open the store without the put-if-absent probe, so a
 			// read-only store (or read-only credentials) can still be queried.
-			switch cmd.Name() {
-			case "query", "versions", "inspect", "status", "verify", "export", "list":
+			// Classified by the full command path (subcommands share names: "index drop",
+			// "wal status").
+			switch strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ") {
+			case "query", "versions", "inspect", "status", "verify", "export", "index list", "wal status":
 				a.readOnly = true
-			case "delete", "update", "drop", "compact", "recover", "repair", "gc":
+			case "delete", "update", "drop", "compact", "recover", "repair", "gc",
+				"index create", "index update", "index drop", "wal append", "wal merge", "wal scan":
 				// They change only tables already in the store: a mistyped --store is
 				// reported, not created (and then found to hold "no tables").
 				a.mustExist = true

@@ -29,6 +29,8 @@ func TestMaintenanceCommandsNeverCreateAMissingStore(t *testing.T) {
 		{"gc"}, {"gc", "--dry-run"}, {"gc", "t", "--dry-run"}, {"recover"}, {"recover", "t"},
 		{"repair"}, {"repair", "t", "--confirm"}, {"compact", "t"}, {"compact", "t", "--dry-run"},
 		{"delete", "t", "--where", "a = 1"}, {"update", "t", "--set", "a=1", "--where", "true"}, {"drop", "t"},
+		{"index", "create", "t", "--column", "a"}, {"index", "update", "t", "i"}, {"index", "drop", "t", "i"},
+		{"wal", "merge", "t"}, {"wal", "scan", "t"},
 	}
 	for _, args := range cmds {
 		a := append(append([]string{}, args...), "--store", "file://"+missing)
