@@ -47,7 +47,8 @@ type EtcdRule struct {
 	// Kind is what happens to a selected call: DropRequest (never sent), DropResponse
 	// (applied by etcd, then reported as failed with Err), Delay, Hang (never sent; the
 	// caller gets context.DeadlineExceeded or Canceled when its context ends) or
-	// HangAfterSend (applied, then the same).
+	// HangAfterSend (applied, then the same; the call is forwarded under the caller's
+	// context, so that context's deadline must outlast the call for it to land).
 	Kind Kind
 	// Err is the error a DropRequest or DropResponse call returns (wrapped so that
 	// errors.Is also matches ErrInjected). Default ErrEtcdUnavailable. Note that clientv3

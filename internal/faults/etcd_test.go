@@ -232,7 +232,9 @@ func TestEtcdWritesOnly(t *testing.T) {
 func TestEtcdHangAfterSend(t *testing.T) {
 	cli, kv, plain, p := wrapped(t)
 	kv.Add(faults.EtcdRule{Ops: []faults.EtcdOp{faults.EtcdTxn}, Kind: faults.HangAfterSend, Times: 1})
-	tctx, cancel := context.WithTimeout(ctxT(t), 30*time.Millisecond)
+	// The forwarded txn runs under this context too, so the deadline must outlast the
+	// txn itself (30 ms did not on a loaded 2-core machine: the txn never landed).
+	tctx, cancel := context.WithTimeout(ctxT(t), time.Second)
 	defer cancel()
 	_, err := createIfAbsent(cli, tctx, p+"hang-after/k", "v")
 	requireEtcdInjected(t, err, context.DeadlineExceeded)
