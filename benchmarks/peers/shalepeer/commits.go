@@ -459,4 +459,3 @@ func (w *worker) writers(ctx context.Context, a smallArgs) (*writersResult, erro
 	}
 	return res, nil
 }
-
