@@ -31,7 +31,7 @@ def hello():
 
 def _threads():
     try:
-        return duckdb.connect().execute("SELECT current_setting('threads')").fetchone()[0]
+        return duckdb.connect().execute("SELECT current_setting('threads')").fetchall()[0][0]
     except duckdb.Error:
         return None
 
@@ -50,7 +50,7 @@ def prepare(dir, data, rows=0, table="flights"):
     path = os.path.join(dir, table + ".duckdb")
     con, res = proto.measure(lambda: _load(path, data, rows))
     state["path"], state["con"] = path, con
-    res.update(rows=con.execute("SELECT count(*) FROM flights").fetchone()[0], fragments=0,
+    res.update(rows=con.execute("SELECT count(*) FROM flights").fetchall()[0][0], fragments=0,
                bytes_on_disk=os.path.getsize(path))
     return res
 
@@ -58,7 +58,7 @@ def prepare(dir, data, rows=0, table="flights"):
 def import_(data, table):
     path = os.path.join(state["dir"], table + ".duckdb")
     con, res = proto.measure(lambda: _load(path, data, 0))
-    res.update(rows=con.execute("SELECT count(*) FROM flights").fetchone()[0], bytes=os.path.getsize(path))
+    res.update(rows=con.execute("SELECT count(*) FROM flights").fetchall()[0][0], bytes=os.path.getsize(path))
     con.close()
     return res
 
