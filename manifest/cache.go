@@ -51,9 +51,10 @@ type cacheEntry struct {
 
 // CacheStats counts a Cache's lookups.
 type CacheStats struct {
-	Hits, Misses int64
-	Entries      int
-	Bytes        int64 // encoded bytes of the manifests held
+	Hits    int64 // lookups served from the cache
+	Misses  int64 // lookups that read the store
+	Entries int   // manifests held
+	Bytes   int64 // encoded bytes of the manifests held
 }
 
 // NewCache returns a cache of at most maxBytes of encoded manifests (0: DefaultCacheBytes;
