@@ -31,6 +31,7 @@ type Report struct {
 	Txn      *TxnResult      // nil when the suite did not run
 	Compact  *SuiteResult    // nil when the suite did not run
 	Recover  *RecoverResult  // nil when the suite did not run
+	WAL      *WALResult      // nil when the suite did not run
 	Checks   []Check         // the acceptance targets, measured
 	// LoadStart and LoadEnd are /proc/loadavg at the start and end of the run ("" =
 	// unknown): other work on the machine shows up here and in the spread of times.
@@ -146,6 +147,9 @@ func checks(r Report) []Check {
 	if r.Txn != nil {
 		out = append(out, txnChecks(r.Txn)...)
 	}
+	if r.WAL != nil {
+		out = append(out, walChecks(r.WAL)...)
+	}
 	if r.Recover != nil {
 		out = append(out, recoverChecks(r.Recover)...)
 	}
@@ -231,6 +235,10 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 	if r.Recover != nil {
 		p.f("### Recover\n\n")
 		p.recover(r.Recover)
+	}
+	if r.WAL != nil {
+		p.f("### WAL\n\n")
+		p.wal(r.WAL)
 	}
 	return p.err
 }

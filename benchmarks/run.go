@@ -30,10 +30,11 @@ const (
 	SuiteTxn     = "txn"     // writer processes on one table; open and commit on long histories
 	SuiteCompact = "compact" // compaction of small fragments vs scan + write of the same rows
 	SuiteRecover = "recover" // recovery.Recover with 0, 10 and 100 pending sidecars
+	SuiteWAL     = "wal"     // WAL appends vs plain appends, queries over unmerged generations, MergeWAL vs scan + write
 )
 
 // AllSuites lists every suite in the order Run runs them.
-var AllSuites = []string{SuiteImport, SuiteScan, SuiteOpen, SuiteCommit, SuiteTxn, SuiteCompact, SuiteRecover}
+var AllSuites = []string{SuiteImport, SuiteScan, SuiteOpen, SuiteCommit, SuiteTxn, SuiteCompact, SuiteRecover, SuiteWAL}
 
 // DefaultSuites are the suites Run runs when Config.Suites is nil (txn takes a few
 // minutes, mostly building its 10,000-version history, and compact and recover build a
@@ -107,6 +108,17 @@ type Config struct {
 	// tables (default 8 of 1,000).
 	RecoverSidecars                                            []int
 	RecoverForwardEvery, RecoverFragments, RecoverFragmentRows int
+
+	// WALGoroutines append WALBatchRows-row batches for WALWindow per repetition in the
+	// wal suite's append part (defaults 16, 100, 3 s).
+	WALGoroutines, WALBatchRows int
+	WALWindow                   time.Duration
+	// WALGenerations are the unmerged generation counts its queries read (default 0, 64,
+	// 256), each generation WALGenerationRows rows (default 1,000) over a base table of
+	// WALBaseRows rows (default 100,000); WALMergeGenerations generations are merged per
+	// repetition of its merge part (default 64).
+	WALGenerations                                      []int
+	WALGenerationRows, WALBaseRows, WALMergeGenerations int
 }
 
 // Defaults for Config.
@@ -211,6 +223,35 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.RecoverFragmentRows <= 0 {
 		c.RecoverFragmentRows = DefaultRecoverFragmentRows
+	}
+	if c.WALGoroutines <= 0 {
+		c.WALGoroutines = DefaultWALGoroutines
+	}
+	if c.WALBatchRows <= 0 {
+		c.WALBatchRows = DefaultWALBatchRows
+	}
+	if c.WALWindow <= 0 {
+		c.WALWindow = DefaultWALWindow
+	}
+	if c.WALGenerations == nil {
+		c.WALGenerations = DefaultWALGenerations
+	}
+	if c.WALGenerationRows <= 0 {
+		c.WALGenerationRows = DefaultWALGenerationRows
+	}
+	if c.WALGenerationRows%c.WALBatchRows != 0 {
+		return c, fmt.Errorf("%w: WALGenerationRows %d is not a multiple of WALBatchRows %d", ErrConfig, c.WALGenerationRows, c.WALBatchRows)
+	}
+	if c.WALBaseRows <= 0 {
+		c.WALBaseRows = DefaultWALBaseRows
+	}
+	if c.WALMergeGenerations <= 0 {
+		c.WALMergeGenerations = DefaultWALMergeGenerations
+	}
+	for _, n := range c.WALGenerations {
+		if n < 0 {
+			return c, fmt.Errorf("%w: %d unmerged generations", ErrConfig, n)
+		}
 	}
 	for _, n := range c.RecoverSidecars {
 		if n < 0 {
@@ -464,6 +505,12 @@ func Run(ctx context.Context, cfg Config, log io.Writer) (rep Report, err error)
 	if cfg.has(SuiteRecover) {
 		fmt.Fprintln(log, "suite recover")
 		if rep.Recover, err = runRecover(ctx, e, cfg, log); err != nil {
+			return rep, err
+		}
+	}
+	if cfg.has(SuiteWAL) {
+		fmt.Fprintln(log, "suite wal")
+		if rep.WAL, err = runWAL(ctx, e, cfg, log); err != nil {
 			return rep, err
 		}
 	}

@@ -88,6 +88,11 @@ type Stats struct {
 	Attempts    int      // plan-write-commit attempts (1 without conflicts)
 	Rebased     []uint64 // versions by others the commit was rebuilt on top of
 	Published   bool     // the catalog pointer is at or past Version (false without a catalog)
+	// Operation is the id of the run's recovery sidecar (_recovery/<Operation>.json), ""
+	// without sidecars (Executor.Sidecars nil). After a failed Run the sidecar stays for
+	// recovery; a caller that knows the run has ended can resolve it at once by passing
+	// the id in recovery.Options.Exited.
+	Operation string
 
 	Groups           int   // rewrite groups of the committed plan (Plan.Groups)
 	FragmentsBefore  int   // the table's fragments at ReadVersion
@@ -171,6 +176,7 @@ func (e *Executor) Run(ctx context.Context, table string, opts Options) (Stats, 
 		if in, err = e.newIntent(ctx, table); err != nil {
 			return st, err
 		}
+		st.Operation = in.ID
 	}
 	hold, err := e.acquireHold(ctx, table, in) // before reading the version it protects
 	if err != nil {

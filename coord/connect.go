@@ -221,8 +221,7 @@ func ensureServer(ctx context.Context, l layout, cfg Config, notify func(string)
 		}
 		if notify != nil && time.Since(start) >= 2*time.Second && time.Since(told) >= waitRepeat {
 			told = time.Now()
-			notify(fmt.Sprintf("etcd: waiting for the background etcd server of %s to start (%s so far; its log: %s)",
-				l.root, time.Since(start).Round(time.Second), l.logFile))
+			notify(waitingMessage(l, exited != nil, time.Since(start)))
 		}
 		t := time.NewTimer(backoff)
 		select {
@@ -238,6 +237,22 @@ func ensureServer(ctx context.Context, l layout, cfg Config, notify func(string)
 		}
 		backoff = min(backoff*2, 100*time.Millisecond)
 	}
+}
+
+// waitingMessage says what ensureServer waits for: a server it started, or one that was
+// already running (its process is alive) but does not answer, stopped (SIGSTOP) or
+// overloaded, say, which must not be replaced while it may still write its data.
+func waitingMessage(l layout, spawned bool, waited time.Duration) string {
+	if spawned {
+		return fmt.Sprintf("etcd: waiting for the background etcd server of %s to start (%s so far; its log: %s)",
+			l.root, waited.Round(time.Second), l.logFile)
+	}
+	who := "its process"
+	if info, ok := readEndpoint(l); ok {
+		who = fmt.Sprintf("pid %d, %s", info.PID, strings.Join(info.Endpoints, ", "))
+	}
+	return fmt.Sprintf("etcd: waiting for the background etcd server of %s (%s) to answer: it is running but has not answered for %s (stopped or overloaded? its log: %s)",
+		l.root, who, waited.Round(time.Second), l.logFile)
 }
 
 func register(ctx context.Context, cli *clientv3.Client, eps []string) (*Client, error) {

@@ -366,7 +366,12 @@ func (db *DB) loadAt(ctx context.Context, name string, v uint64) (*manifest.Mani
 //  3. it removes the catalog pointer (unless it already names a later incarnation);
 //  4. it deletes the objects listed in 1, manifests oldest first, then the others: every
 //     version below the marker. The marker stays, so the table's version numbers are
-//     never used again: CreateTable of the name builds a new incarnation on it.
+//     never used again: CreateTable of the name builds a new incarnation on it. So do
+//     the WAL shard manifests (_wal/<shard>/manifest/, small), for the same reason: a
+//     WAL writer of the dropped table still running puts its next shard manifest at the
+//     version after its own last one, which must stay taken; the new incarnation's
+//     first claim of the shard then takes the next version and a higher epoch, which
+//     fences that writer (package wal).
 //
 // Objects written after the listing by writers still running belong to no version that
 // can be published; garbage collection deletes them (the marker fences their writers). A drop
@@ -497,8 +502,11 @@ func (db *DB) dropMarker(ctx context.Context, name string, at uint64) (*manifest
 // belowMarker reports whether key, an object of table, goes with a drop whose marker is
 // version marker: everything except the marker and the versions and transaction records
 // above it (a Create of a new incarnation in flight writes its record before its
-// version).
+// version), and the WAL shard manifests (see DropTable).
 func belowMarker(table, key string, marker uint64) bool {
+	if _, rest, ok := wal.SplitKey(table, key); ok && strings.HasPrefix(rest, "manifest/") {
+		return false
+	}
 	if v, err := manifest.ParseManifestKey(table, key); err == nil {
 		return v < marker
 	}

@@ -214,7 +214,7 @@ func TestExplainSaysWhichBTreeWon(t *testing.T) {
 	for _, u := range plan.Indexes {
 		uses[u.Name] = u
 	}
-	if !uses["k_idx"].Used || uses["id_idx"].Used || uses["id_idx"].Reason != "k_idx has fewer candidate rows" {
+	if !uses["k_idx"].Used || uses["id_idx"].Used || !strings.Contains(uses["id_idx"].Reason, `index "k_idx" has fewer candidate rows`) {
 		t.Fatalf("plan: %+v", plan)
 	}
 	if got, want := scanIDs(t, tbl, ScanOptions{Columns: []string{"id"}, Filter: where}), scanIDs(t, tbl, ScanOptions{Columns: []string{"id"}, Filter: where, NoIndex: true}); !slices.Equal(got, want) {

@@ -235,11 +235,6 @@ func (p *scanPlan) useIndexes(ctx context.Context) error {
 		use := &p.indexUses[slices.IndexFunc(p.indexUses, func(u IndexUse) bool { return u.Name == best.g.name })]
 		use.Used = true
 		use.Reason = ""
-		for i := range p.indexUses {
-			if u := &p.indexUses[i]; u.Kind == index.KindBTree && !u.Used && u.Reason == "" {
-				u.Reason = fmt.Sprintf("%s has fewer candidate rows", best.g.name)
-			}
-		}
 		for _, r := range best.readers {
 			addrs, st, err := r.Search(ctx, col, cond)
 			if err != nil {

@@ -20,6 +20,51 @@
 // died between deleting the sidecar and releasing the claim) is deleted once older than
 // the claim TTL (recovery.OrphanClaims). Keys GC does not recognise are kept and reported.
 //
+// WAL shards (<table>/_wal/<shard>/, package wal): kept are what a reader of a retained
+// version reads from the WAL, what a writer may still list, and what fences a stale
+// writer; none of it depends on a clock (the grace period spares young WAL objects too,
+// for tidiness only). A run reads the newest manifest S of every shard first, before the
+// published pointer and the versions, and lists the table's objects after both. Then:
+//
+//   - An entry (entries/<epoch>/<pos>.arrows) at or below S's replay position goes (its
+//     rows are in a generation S lists, or were merged into the base table), except the
+//     highest-position entry present in its epoch's directory. For an epoch a later
+//     writer fenced, that entry is its fence: a stale writer of the epoch only ever puts
+//     at positions at or below it, so while it stays, the stale writer's next put collides
+//     and it stops with wal.ErrFenced. Deleting it would reopen the slot: the stale put
+//     would land and be acknowledged, and replay, which starts after the replay position,
+//     would never read it. (Keeping the last entry of the live epoch as well means the
+//     tail a claimant puts its fence after never moves back.)
+//   - A generation directory (gen-<g>-<e>-<rand>/, generation g flushed by epoch e) goes
+//     only when all of these hold:
+//     (a) no retained version, nor one committed during the run, references any of its
+//     files: MergeWAL commits a generation's files as base fragments without copying
+//     them, so a merged generation is collected like any data file, once compaction has
+//     rewritten it and the versions naming it expired;
+//     (b) e ≤ S.Epoch: a writer that claimed after the run read S may be flushing, or
+//     have flushed, generations S cannot list;
+//     (c) not e = S.Epoch with g ≥ S.NextGeneration: S's writer writes a generation's
+//     files before it puts the shard manifest listing them (a flush in flight, paused for
+//     any length of time at seam wal.flush_files); deleting them would let that put land
+//     naming missing files;
+//     (d) not listed in S (that very directory, as generation g) with g above the lowest
+//     merged watermark (manifest.Manifest.WALMerged) over the retained versions: a reader
+//     of a retained version below g reads g from the WAL.
+//     Why S comes first: a writer drops a generation from its shard manifest only after a
+//     merge committed it. Were the versions read first and S after, a merge committing in
+//     between, then a flush dropping the generation, would leave the run with versions
+//     that do not name the generation's files and a shard manifest that no longer lists
+//     them: it would delete the files of a committed version. In this order a generation
+//     S does not list was merged before S was read, so the versions read afterwards hold
+//     that merge (or a later one). What goes: generations of fenced epochs (their flush
+//     can never be listed: the claim took the version it would put), failed flush
+//     attempts (a retry writes a new directory), merged generations no retained version
+//     names.
+//   - Shard manifests are never deleted (a fenced writer's flush would land in a freed
+//     version number); all but the newest Policy.WALKeepManifests of each shard become
+//     tombstones (wal.ExpireShardManifest), oldest first.
+//   - A shard whose newest manifest does not read is kept whole (WALUnread).
+//
 // Incarnations: a table dropped and created again is a new incarnation, numbered on from
 // the drop marker (manifest.OpDrop). Only HEAD's incarnation is retained (versions from
 // its Create, TableReport.IncarnationSince); the manifests and tombstones below it (the
@@ -33,8 +78,9 @@
 // catalog pointer, then deletes the table's objects below the marker, and the marker
 // stays; a drop that died midway, or a write that raced the drop, leaves objects below
 // it. A table whose HEAD is a drop marker (manifest.Tables no longer lists it) has every
-// object under data/, _deletions/, _indices/, _txn/ and _versions/ except the marker and its
-// transaction record deleted once older than the grace period; so does a top-level
+// object under data/, _deletions/, _indices/, _txn/, _versions/ and _wal/ except the marker,
+// its transaction record and the WAL shard manifests (kept for good, as the marker is)
+// deleted once older than the grace period; so does a top-level
 // prefix with a valid table name and such children but no manifest at all
 // (DroppedCandidates: what drops of older builds left). Either is kept whole while the
 // catalog has a pointer (a drop that died before removing it: dropping again finishes
@@ -46,9 +92,10 @@
 // Order (each step is safe to crash after; the next run finishes the job):
 //
 //  1. recovery.Recover (stale sidecars only: Options.MinAge);
-//  2. read the published pointer, then the live holds (in that order: an operation that
-//     acquires its hold after GC read the holds reads a version at or above the pointer
-//     GC read, which GC keeps), the pending sidecars, and every version's manifest;
+//  2. read the newest manifest of every WAL shard (first: see WAL shards above), the
+//     published pointer, then the live holds (in that order: an operation that acquires
+//     its hold after GC read the holds reads a version at or above the pointer GC read,
+//     which GC keeps), the pending sidecars, and every version's manifest;
 //  3. expire versions oldest first: replace the manifest by a tombstone (manifest.Expire;
 //     tombstones stay and keep the version's transaction, so a version number is never
 //     reused and late commits are still checked against it);
@@ -62,8 +109,9 @@
 //     read (recovery.Fence), so a writer paused past any grace period or lease fails at
 //     its commit instead of publishing deleted files (invariant 15); if one of them
 //     committed meanwhile the run reads forward and fences again. Then every unreferenced
-//     file goes, with the expired versions' transaction records. A live hold on a version
-//     that is already expired (its references unknown) keeps every data file this run;
+//     file goes, with the expired versions' transaction records; then old WAL shard
+//     manifest versions become tombstones. A live hold on a version that is already
+//     expired (its references unknown) keeps every data file this run;
 //  6. list the store (or the one table's prefix), then for each dropped table (HEAD a
 //     drop marker, or no manifest) read the pointer, the holds, the pending sidecars and
 //     HEAD again, and delete its old objects (a table created again meanwhile has a

@@ -15,7 +15,7 @@ import (
 )
 
 // tableDirs are the children that make a top-level prefix look like a table directory.
-var tableDirs = []string{"data/", "_deletions/", "_indices/", "_txn/", "_versions/"}
+var tableDirs = []string{"data/", "_deletions/", "_indices/", "_txn/", "_versions/", "_wal/"}
 
 // reserved are store-wide prefixes that are never a table's, whatever they hold (table
 // names cannot start with '_' or '.' either; this is belt and braces).
@@ -23,9 +23,10 @@ var reserved = []string{"_shale/", recovery.Dir, store.ProbeKeyPrefix, store.Tem
 
 // DroppedCandidates groups a listing of the whole store (objs, any order) into the
 // top-level prefixes that look like the remains of a dropped table: a valid table name,
-// at least one object under data/, _deletions/, _indices/, _txn/ or _versions/, and no manifest
-// (no key under _versions/ that parses as one; a tombstone counts as a manifest). It
-// returns each such table's objects under those directories, ascending by key;
+// at least one object under data/, _deletions/, _indices/, _txn/, _versions/ or _wal/
+// (other than a WAL shard manifest, which is never deleted), and no manifest (no key under
+// _versions/ that parses as one; a tombstone counts as a manifest). It returns each such
+// table's objects under those directories but the shard manifests, ascending by key;
 // other objects under the prefix (shapes GC does not recognise) are left out, so they
 // are never deleted. Reserved prefixes (_shale/, _recovery/, _probe/, .shale-tmp/) and
 // top-level objects are never candidates. Pure.
@@ -45,6 +46,9 @@ func DroppedCandidates(objs []store.ObjectInfo) map[string][]store.ObjectInfo {
 				live[table] = true
 				continue
 			}
+		}
+		if isShardManifestKey(table, o.Key) {
+			continue // kept for good, as a drop marker is (see markerLeftovers)
 		}
 		for _, d := range tableDirs {
 			if strings.HasPrefix(rest, d) && len(rest) > len(d) {
@@ -78,15 +82,18 @@ type DroppedSkip struct {
 }
 
 // markerLeftovers returns the objects of a dropped table h (HEAD a drop marker) that go:
-// every object under its data/, _deletions/, _indices/, _txn/ and _versions/ except the marker
-// manifest and its transaction record, ascending by key (objs, any order). The marker
-// stays for good: it keeps the table's version numbers from being used again.
+// every object under its data/, _deletions/, _indices/, _txn/, _versions/ and _wal/ except
+// the marker manifest, its transaction record and the WAL shard manifests, ascending by key
+// (objs, any order). The marker stays for good: it keeps the table's version numbers from
+// being used again; the shard manifests, likewise, keep each shard's manifest versions
+// taken, so a WAL writer of the dropped table still running cannot put its next flush
+// into a number a new incarnation's writer will claim (engine.DB.DropTable keeps them too).
 func markerLeftovers(h manifest.TableHead, objs []store.ObjectInfo) []store.ObjectInfo {
 	var out []store.ObjectInfo
 	keep := manifest.ManifestKey(h.Table, h.Head)
 	for _, o := range objs {
 		rest, ok := strings.CutPrefix(o.Key, h.Table+"/")
-		if !ok || o.Key == keep || o.Key == h.TxnKey {
+		if !ok || o.Key == keep || o.Key == h.TxnKey || isShardManifestKey(h.Table, o.Key) {
 			continue
 		}
 		for _, d := range tableDirs {

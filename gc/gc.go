@@ -35,7 +35,7 @@ var (
 )
 
 // Seams lists the seam names above, in order (crash tests iterate over it).
-var Seams = []string{"gc.after_plan", "gc.after_expire_manifest", "gc.after_fence", "gc.mid_file_delete", "gc.before_done"}
+var Seams = []string{"gc.after_wal_manifests", "gc.after_plan", "gc.after_expire_manifest", "gc.after_fence", "gc.mid_file_delete", "gc.before_done"}
 
 // File is one object GC deleted (or, in a dry run, would delete).
 type File struct {
@@ -88,6 +88,9 @@ type TableReport struct {
 	// HeldExpired is a version a live hold needs that was already expired (a run that
 	// restored it died first): no data file was deleted this run (0: none).
 	HeldExpired uint64 `json:"held_expired,omitempty"`
+	// WAL reports each WAL shard found under <table>/_wal/ (its deleted objects are in
+	// Deleted, the kept ones counted in Kept by class).
+	WAL []WALShardReport `json:"wal"`
 }
 
 // Report is what Run did. In JSON every list is [] when empty, never null (see
@@ -109,7 +112,7 @@ type Report struct {
 	// DroppedLeftovers are objects of dropped tables deleted (or, in a dry run,
 	// deletable): of a table whose HEAD is a drop marker, everything below the marker
 	// (the marker and its record stay); of a top-level prefix shaped like a table
-	// (data/, _deletions/, _indices/, _txn/ or _versions/ children) with no manifest (a drop of an
+	// (data/, _deletions/, _indices/, _txn/, _versions/ or _wal/ children) with no manifest (a drop of an
 	// older build), everything. Only with no catalog pointer, no live hold and no pending
 	// recovery sidecar for the name: a drop that died midway, or writes that raced one.
 	// For every table, or for the one table Run covers if it is dropped.
@@ -157,6 +160,7 @@ func (t TableReport) MarshalJSON() ([]byte, error) {
 	p.Expired = orEmpty(p.Expired)
 	p.Deleted = orEmpty(p.Deleted)
 	p.Unknown = orEmpty(p.Unknown)
+	p.WAL = orEmpty(p.WAL)
 	if p.Kept == nil {
 		p.Kept = map[Class]int{}
 	}
@@ -272,10 +276,21 @@ type collector struct {
 	heldExpired uint64
 	// restored holds the versions this run expired and put back for a pin.
 	restored map[uint64]bool
+	// wal is what the run read of the table's WAL before its versions, with the lowest
+	// merged watermarks of the versions it keeps.
+	wal *WALState
+	// headManifest is HEAD's manifest as read (foreignShards compares incarnations with it).
+	headManifest *manifest.Manifest
 }
 
 func (g *collector) run(ctx context.Context) (TableReport, error) {
 	g.rep = TableReport{Table: g.table, Kept: map[Class]int{}, KeptBytes: map[Class]int64{}}
+	// The WAL's shard manifests first, before anything about the versions (see the
+	// package comment, "WAL shards": a merge committing after this read is then seen in
+	// the versions read below).
+	if err := g.readWAL(ctx); err != nil {
+		return g.rep, err
+	}
 	// The pointer first, then the holds (see the package comment).
 	published, hasPointer := uint64(0), false
 	if g.cat != nil {
@@ -440,8 +455,10 @@ func (g *collector) run(ctx context.Context) (TableReport, error) {
 			m := mans[st.Version]
 			references(m, refs.Files)
 			refs.Txns[st.Version] = m.TxnKey
+			g.noteWatermarks(m)
 		}
 	}
+	g.headManifest = mans[head]
 	holds2, err := g.holds(ctx)
 	if err != nil {
 		return g.rep, err
@@ -455,6 +472,7 @@ func (g *collector) run(ctx context.Context) (TableReport, error) {
 			// back (byte for byte) so that later runs see the version the pin needs.
 			references(mans[v], refs.Files)
 			refs.Txns[v] = mans[v].TxnKey
+			g.noteWatermarks(mans[v])
 			g.restored[v] = true
 			if !g.p.DryRun {
 				if err := manifest.Restore(ctx, g.s, g.records[v]); err != nil {
@@ -500,6 +518,7 @@ func (g *collector) readForward(ctx context.Context, refs *Refs) error {
 		}
 		references(m, refs.Files)
 		refs.Txns[v] = m.TxnKey
+		g.noteWatermarks(m)
 		refs.Head = v
 		g.landed[m.Txn.ID] = true
 	}
@@ -541,6 +560,11 @@ func (g *collector) collect(ctx context.Context, refs *Refs, expired []uint64, m
 		}
 	}
 	for attempt := 1; ; attempt++ {
+		g.foreignShards(g.headManifest)
+		refs.WAL = ClassifyWAL(g.table, objs, g.wal, refs)
+		for i := range g.rep.WAL {
+			g.rep.WAL[i].Merged = g.wal.Merged[g.rep.WAL[i].Shard]
+		}
 		var garbage []store.ObjectInfo
 		kept := map[string]Class{}
 		unfenced := map[string]bool{}
@@ -608,7 +632,7 @@ func (g *collector) collect(ctx context.Context, refs *Refs, expired []uint64, m
 				return err
 			}
 		}
-		return nil
+		return g.expireWALManifests(ctx, objs)
 	}
 }
 

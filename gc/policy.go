@@ -39,6 +39,10 @@ type Policy struct {
 	// DryRun reports what would be expired and deleted without deleting anything (recovery
 	// is not run either).
 	DryRun bool
+	// WALKeepManifests keeps the WALKeepManifests newest manifest versions of each WAL
+	// shard whole; older ones are replaced by tombstones, never deleted (0:
+	// DefaultWALKeepManifests; at least 1: the newest is the shard's state).
+	WALKeepManifests int
 	// FenceWait bounds how long the abort version committed before deleting uncommitted
 	// transactions' files waits for the versions below it to be published (0:
 	// recovery.DefaultFencePublishWait).
@@ -152,6 +156,9 @@ type Refs struct {
 	// Prefixes are what pending sidecars' attempts own (recovery.Sidecar.Prefixes: data
 	// files, index objects).
 	Prefixes []string
+	// WAL is the class of each object under <table>/_wal/, decided by ClassifyWAL (a key
+	// it lacks is Unknown).
+	WAL map[string]Class
 	// Cutoff: unreferenced files modified after it are Young (now minus the grace period,
 	// or earlier when a live operation started before that).
 	Cutoff time.Time
@@ -207,6 +214,12 @@ func Classify(table string, key string, mod time.Time, r *Refs) Class {
 			return Young
 		}
 		return Garbage
+	}
+	if strings.HasPrefix(rest, "_wal/") {
+		if c, ok := r.WAL[key]; ok {
+			return c
+		}
+		return Unknown
 	}
 	if r.Files[key] {
 		return Referenced

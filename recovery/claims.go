@@ -37,7 +37,7 @@ func OrphanClaims(ctx context.Context, s store.Store, ttl time.Duration) (orphan
 	}
 	objs, err := s.List(ctx, Dir, 0)
 	if err != nil {
-		return nil, 0, fmt.Errorf("list %s: %w", Dir, err)
+		return nil, 0, fmt.Errorf("recovery sidecars: %w", err) // the store error names the listing
 	}
 	sidecars := map[string]bool{}
 	for _, o := range objs {

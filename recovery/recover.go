@@ -104,7 +104,7 @@ type Report struct {
 func Pending(ctx context.Context, s store.Store, table string) ([]string, error) {
 	objs, err := s.List(ctx, Dir, 0)
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", Dir, err)
+		return nil, fmt.Errorf("recovery sidecars: %w", err) // the store error names the listing
 	}
 	var keys []string
 	for _, o := range objs {

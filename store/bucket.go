@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strings"
 
 	"gocloud.dev/blob"
 )
@@ -42,7 +44,21 @@ func (s *bucketStore) namer(op Op, key string) errorNamer {
 // fail classifies a driver error for op on key.
 func (s *bucketStore) fail(op Op, key string, err error) error {
 	write := op == OpPut || op == OpPutIfAbsent || op == OpDelete
-	return &Error{Op: op, Store: s.url, Key: key, Class: classify(err, write), Err: s.redact.wrap(err)}
+	class := classify(err, write)
+	// On GCS a write answered 404 has no object to miss: its bucket is (GCS says no more;
+	// S3 names the bucket's absence, NoSuchBucket, and has 404s of its own for writes,
+	// NoSuchUpload).
+	gcsWrite404 := class == ErrNotFound && (op == OpPut || op == OpPutIfAbsent) && strings.HasPrefix(s.url, "gs://")
+	if noBucket(err) || gcsWrite404 {
+		// Not "object not found" with the SDK's request ids: the store itself is missing.
+		bucket := "?"
+		if u, perr := url.Parse(s.url); perr == nil {
+			bucket = u.Host
+		}
+		return &Error{Op: op, Store: s.url, Key: key, Class: ErrPermanent,
+			Err: fmt.Errorf("%w: %q (create it, or correct the store URL)", ErrNoBucket, bucket)}
+	}
+	return &Error{Op: op, Store: s.url, Key: key, Class: class, Err: s.redact.wrap(err)}
 }
 
 func (s *bucketStore) checkKey(op Op, key string) error {
@@ -56,6 +72,7 @@ func (s *bucketStore) Get(ctx context.Context, key string) ([]byte, error) {
 	if err := s.checkKey(OpGet, key); err != nil {
 		return nil, err
 	}
+	defer watchSlow(s.opts, s.url, OpGet, key)()
 	var out []byte
 	err := retry(ctx, s.opts, func(ctx context.Context) error {
 		s.counters.add(OpGet)
@@ -74,6 +91,7 @@ func (s *bucketStore) GetRange(ctx context.Context, key string, offset, length i
 	if err := s.checkKey(OpGetRange, key); err != nil {
 		return nil, err
 	}
+	defer watchSlow(s.opts, s.url, OpGetRange, key)()
 	if offset < 0 {
 		return nil, s.namer(OpGetRange, key).fail(ErrPermanent, fmt.Errorf("negative offset %d", offset))
 	}
@@ -115,6 +133,7 @@ func (s *bucketStore) Head(ctx context.Context, key string) (ObjectInfo, error) 
 	if err := s.checkKey(OpHead, key); err != nil {
 		return ObjectInfo{}, err
 	}
+	defer watchSlow(s.opts, s.url, OpHead, key)()
 	var out ObjectInfo
 	err := retry(ctx, s.opts, func(ctx context.Context) error {
 		a, err := s.attributes(ctx, key)
@@ -141,6 +160,7 @@ func (s *bucketStore) Put(ctx context.Context, key string, data []byte) error {
 	if err := s.checkKey(OpPut, key); err != nil {
 		return err
 	}
+	defer watchSlow(s.opts, s.url, OpPut, key)()
 	return retry(ctx, s.opts, func(ctx context.Context) error {
 		s.counters.add(OpPut)
 		if err := s.bucket.WriteAll(ctx, key, data, nil); err != nil {
@@ -155,6 +175,7 @@ func (s *bucketStore) PutIfAbsent(ctx context.Context, key string, data []byte) 
 	if err := s.checkKey(OpPutIfAbsent, key); err != nil {
 		return err
 	}
+	defer watchSlow(s.opts, s.url, OpPutIfAbsent, key)()
 	rb := readBack{
 		head: func(ctx context.Context) (int64, []byte, error) {
 			a, err := s.attributes(ctx, key)
@@ -196,6 +217,7 @@ func (s *bucketStore) List(ctx context.Context, prefix string, limit int) ([]Obj
 	for {
 		var page []*blob.ListObject
 		var next []byte
+		stop := watchSlow(s.opts, s.url, OpList, prefix)
 		err := retry(ctx, s.opts, func(ctx context.Context) error {
 			s.counters.add(OpList)
 			var err error
@@ -205,6 +227,7 @@ func (s *bucketStore) List(ctx context.Context, prefix string, limit int) ([]Obj
 			}
 			return nil
 		})
+		stop()
 		if err != nil {
 			return nil, err
 		}
@@ -228,6 +251,7 @@ func (s *bucketStore) Delete(ctx context.Context, key string) error {
 	if err := s.checkKey(OpDelete, key); err != nil {
 		return err
 	}
+	defer watchSlow(s.opts, s.url, OpDelete, key)()
 	return retry(ctx, s.opts, func(ctx context.Context) error {
 		s.counters.add(OpDelete)
 		if err := s.bucket.Delete(ctx, key); err != nil {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 
+	"cloud.google.com/go/storage"
 	"gocloud.dev/gcerrors"
 	"google.golang.org/api/googleapi"
 )
@@ -37,10 +38,16 @@ var (
 	// A writable Open refuses such a store (see Options.SkipLargeProbe); reads still work.
 	ErrLargePreconditionsIgnored = fmt.Errorf("%w on large (multipart) objects", ErrPreconditionsIgnored)
 	// ErrInvalidURL: the store URL is malformed (not a URL, a bare path, a file URL naming
-	// a host, an unsupported scheme, no bucket); the message suggests what was meant.
+	// a host, an unsupported scheme, no bucket, an s3:// or gs:// query parameter unknown
+	// to the opener or with a value it cannot parse); the message suggests what was meant.
 	// Returned by ParseURL, Open and OpenBucket before any I/O.
 	ErrInvalidURL = errors.New("invalid store URL")
 )
+
+// ErrNoBucket is not a class: it is the cause of an *Error of class ErrPermanent (not
+// ErrNotFound: no object is absent, the whole store is) from a request that found that
+// the S3 or GCS bucket the store URL names does not exist; the message names the bucket.
+var ErrNoBucket = errors.New("bucket does not exist")
 
 // Error describes a failed store request: the operation, the store URL (credentials
 // removed), the object key (or the listed prefix), the class (one of the Err* values
@@ -140,4 +147,14 @@ func httpStatus(err error) (int, bool) {
 func isDialError(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// noBucket reports a driver error saying the bucket does not exist (S3's NoSuchBucket
+// error code, GCS's storage.ErrBucketNotExist).
+func noBucket(err error) bool {
+	var api interface{ ErrorCode() string }
+	if errors.As(err, &api) && api.ErrorCode() == "NoSuchBucket" {
+		return true
+	}
+	return errors.Is(err, storage.ErrBucketNotExist)
 }

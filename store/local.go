@@ -49,20 +49,27 @@ func openLocal(u *url.URL, opts Options) (Store, error) {
 		return nil, &Error{Op: OpOpen, Store: u.String(), Class: ErrPermanent, Err: err}
 	}
 	storeURL := (&url.URL{Scheme: "file", Path: root}).String()
-	if opts.ReadOnly {
-		// A read-only open creates nothing, so a mistyped path is reported, not created.
+	if opts.ReadOnly || opts.MustExist {
+		// A read-only open creates nothing, so a mistyped path is reported, not created;
+		// MustExist asks the same of a writable open.
 		fi, err := os.Stat(root)
 		switch {
-		case errors.Is(err, fs.ErrNotExist):
+		case errors.Is(err, fs.ErrNotExist) && opts.ReadOnly:
 			return nil, &Error{Op: OpOpen, Store: storeURL, Class: ErrNotFound,
 				Err: fmt.Errorf("directory %s does not exist (a read-only open creates nothing)", root)}
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, &Error{Op: OpOpen, Store: storeURL, Class: ErrNotFound,
+				Err: fmt.Errorf("directory %s does not exist (the store must exist: nothing was created)", root)}
 		case err != nil:
 			return nil, &Error{Op: OpOpen, Store: storeURL, Class: ErrPermanent, Err: err}
 		case !fi.IsDir():
 			return nil, &Error{Op: OpOpen, Store: storeURL, Class: ErrPermanent, Err: fmt.Errorf("%s is not a directory", root)}
 		}
-	} else if err := os.MkdirAll(filepath.Join(root, TempDir), 0o755); err != nil {
-		return nil, &Error{Op: OpOpen, Store: storeURL, Class: ErrPermanent, Err: err}
+	}
+	if !opts.ReadOnly {
+		if err := os.MkdirAll(filepath.Join(root, TempDir), 0o755); err != nil {
+			return nil, &Error{Op: OpOpen, Store: storeURL, Class: ErrPermanent, Err: err}
+		}
 	}
 	return &localStore{root: root, url: storeURL, opts: opts}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 
 	"cloud.google.com/go/storage"
@@ -14,8 +15,10 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go/logging"
 	"gocloud.dev/blob"
-	_ "gocloud.dev/blob/gcsblob" // gs:// URLs
+	"gocloud.dev/blob/gcsblob" // gs:// URLs
 	"gocloud.dev/blob/s3blob"
+	"gocloud.dev/gcp"
+	"golang.org/x/oauth2/google"
 )
 
 // splitBlobURL separates the key prefix (the URL path plus any "prefix" query parameter)
@@ -81,7 +84,7 @@ func openS3URL(ctx context.Context, u *url.URL, opts Options, red redactor) (Sto
 
 	orig, err := blob.OpenBucket(ctx, bu.String())
 	if err != nil {
-		return nil, &Error{Op: OpOpen, Store: storeURL, Class: ErrPermanent, Err: err}
+		return nil, &Error{Op: OpOpen, Store: storeURL, Class: openerClass(err), Err: err}
 	}
 	var client *s3.Client
 	if !orig.As(&client) {
@@ -116,9 +119,9 @@ func openS3URL(ctx context.Context, u *url.URL, opts Options, red redactor) (Sto
 func openGSURL(ctx context.Context, u *url.URL, opts Options, red redactor) (Store, error) {
 	storeURL := Redact(u.String())
 	bu, prefix := splitBlobURL(u)
-	b, err := blob.OpenBucket(ctx, bu.String())
+	b, err := openGCSBucket(ctx, bu)
 	if err != nil {
-		return nil, &Error{Op: OpOpen, Store: storeURL, Class: ErrPermanent, Err: err}
+		return nil, &Error{Op: OpOpen, Store: storeURL, Class: openerClass(err), Err: err}
 	}
 	disableGCSRetries(b)
 	return &bucketStore{bucket: withPrefix(b, prefix), url: storeURL, opts: opts, redact: red, largeWritePath: true}, nil
@@ -132,4 +135,43 @@ func disableGCSRetries(b *blob.Bucket) {
 	if b.As(&c) && c != nil {
 		c.SetRetry(storage.WithPolicy(storage.RetryNever))
 	}
+}
+
+// openerClass classifies a failure of gocloud's URL opener: a query parameter it does not
+// know (or a value it cannot parse) is a malformed URL, ErrInvalidURL; anything else
+// (loading the AWS configuration, say) is ErrPermanent. gocloud's errors carry no type
+// for this, only their text.
+func openerClass(err error) error {
+	m := err.Error()
+	if strings.Contains(m, "unknown query parameter") || strings.Contains(m, "invalid query parameter") || strings.Contains(m, "invalid value for ") || strings.Contains(m, "for query parameter") {
+		return ErrInvalidURL
+	}
+	return ErrPermanent
+}
+
+// openGCSBucket opens a gs:// bucket URL. gocloud's default opener, finding no Google
+// default credentials, prints "Warning: unable to load GCP Default Credentials: …" on
+// the process's standard output (fmt.Printf), which would land in a query's CSV or a
+// --json report; it then goes on with empty credentials. Without default credentials
+// this opens the bucket the same way, silently: requests go out unauthenticated, and a
+// bucket that needs credentials refuses them (shale doctor says what to set). With an
+// emulator (STORAGE_EMULATOR_HOST), default credentials, or universe_domain= the default
+// opener is used as it is.
+func openGCSBucket(ctx context.Context, bu *url.URL) (*blob.Bucket, error) {
+	if os.Getenv("STORAGE_EMULATOR_HOST") != "" || os.Getenv("STORAGE_EMULATOR_HOST_GRPC") != "" || bu.Query().Has("universe_domain") {
+		return blob.OpenBucket(ctx, bu.String())
+	}
+	if _, err := gcp.DefaultCredentials(ctx); err == nil {
+		return blob.OpenBucket(ctx, bu.String())
+	}
+	creds, err := google.CredentialsFromJSON(ctx, []byte(`{"type": "service_account"}`))
+	if err != nil {
+		return nil, fmt.Errorf("open bucket %v: empty credentials: %w", bu, err)
+	}
+	client, err := gcp.NewHTTPClient(gcp.DefaultTransport(), creds.TokenSource)
+	if err != nil {
+		return nil, fmt.Errorf("open bucket %v: %w", bu, err)
+	}
+	o := &gcsblob.URLOpener{Client: client, TokenSource: gcp.CredentialsTokenSource(creds)}
+	return o.OpenBucketURL(ctx, bu)
 }

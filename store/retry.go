@@ -164,3 +164,26 @@ func detail(err error) error {
 	}
 	return fmt.Errorf("%v: %w", e.Class, e.Err)
 }
+
+// watchSlow tells opts.Slow about a request of store on key that has gone on for
+// opts.SlowAfter, and again every SlowAfter, until the returned stop is called.
+func watchSlow(opts Options, store string, op Op, key string) (stop func()) {
+	if opts.Slow == nil {
+		return func() {}
+	}
+	start := time.Now()
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(opts.SlowAfter)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				opts.Slow(SlowRequest{Store: store, Op: op, Key: key, Waited: time.Since(start)})
+			}
+		}
+	}()
+	return func() { close(done) }
+}

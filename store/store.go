@@ -105,6 +105,11 @@ type Options struct {
 	// refuses to open with ErrPreconditionsIgnored when a second put-if-absent of the same
 	// key is accepted.
 	ReadOnly bool
+	// MustExist makes a writable open of a file:// store whose directory does not exist
+	// fail with ErrNotFound, as a read-only open does, instead of creating the directory:
+	// for programs that only change tables already in a store, so that a mistyped path is
+	// reported rather than created. S3 and GCS stores never create their bucket anyway.
+	MustExist bool
 	// SkipLargeProbe skips the large-object check of a writable open. Without it, a
 	// writable Open (or OpenBucket) of a store with a separate large-object write path
 	// (see LargeWritePath: s3:// and gs://) runs CheckLargePreconditions after the small
@@ -127,6 +132,22 @@ type Options struct {
 	// later attempt or a read-back decides it. 0 means no per-attempt limit (the caller's
 	// context still applies).
 	AttemptTimeout time.Duration
+	// Slow, when set, is told about a request of an S3 or GCS store that has gone on for
+	// SlowAfter without finishing (retries included), and again every SlowAfter until it
+	// finishes: a server that accepts connections but never answers otherwise makes a
+	// caller wait without a word (there is no per-attempt limit by default). It is called
+	// from another goroutine, must not block, and changes nothing about the request.
+	Slow func(SlowRequest)
+	// SlowAfter is the period of Slow (default 10s).
+	SlowAfter time.Duration
+}
+
+// SlowRequest describes a request that has not finished yet (Options.Slow).
+type SlowRequest struct {
+	Store  string        // the store's redacted URL
+	Op     Op            // the request kind
+	Key    string        // the object key (for a listing, the prefix)
+	Waited time.Duration // since the request started, retries included
 }
 
 func (o Options) withDefaults() Options {
@@ -145,12 +166,15 @@ func (o Options) withDefaults() Options {
 	if o.MaxBackoff < o.BaseBackoff {
 		o.MaxBackoff = o.BaseBackoff
 	}
+	if o.SlowAfter <= 0 {
+		o.SlowAfter = 10 * time.Second
+	}
 	return o
 }
 
 // Open opens a store from a URL:
 //
-//	file:///abs/dir          local disk (created if missing, unless opts.ReadOnly)
+//	file:///abs/dir          local disk (created if missing, unless opts.ReadOnly or MustExist)
 //	mem://name               process-local memory (same name = same bucket within a process)
 //	s3://bucket/prefix?...   S3 (region, endpoint, use_path_style, anonymous, … as
 //	                         gocloud's s3blob URL opener defines them; credentials from
@@ -159,7 +183,7 @@ func (o Options) withDefaults() Options {
 //
 // For s3:// and gs:// the SDK's own retries are turned off (see the package comment).
 // The URL is checked first with ParseURL. A read-only open creates nothing: a file://
-// directory that does not exist is ErrNotFound. Unless opts.ReadOnly, Open probes that
+// directory that does not exist is ErrNotFound (as with opts.MustExist). Unless opts.ReadOnly, Open probes that
 // the store refuses a second put-if-absent (with small objects; on S3 and GCS with large
 // ones too, once per store: see Options.SkipLargeProbe). Errors name the store by its
 // redacted URL (see Redact) and never contain its credentials: ErrInvalidURL (before any

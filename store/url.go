@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -41,9 +42,33 @@ func Redact(rawURL string) string {
 				}
 			}
 		}
-		u.RawQuery = q.Encode()
+		u.RawQuery = readableQuery(q)
 	}
 	return u.String()
+}
+
+// readableQuery is url.Values.Encode (keys sorted) leaving ":", "/" and "@" unescaped, which a
+// query may hold as they are (RFC 3986, section 3.4): a redacted URL shows
+// endpoint=http://127.0.0.1:9000 as it was typed, not endpoint=http%3A%2F%2F127.0.0.1%3A9000.
+func readableQuery(q url.Values) string {
+	keys := make([]string, 0, len(q))
+	for k := range q {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	unescape := strings.NewReplacer("%3A", ":", "%2F", "/", "%40", "@")
+	var b strings.Builder
+	for _, k := range keys {
+		for _, v := range q[k] {
+			if b.Len() > 0 {
+				b.WriteByte('&')
+			}
+			b.WriteString(unescape.Replace(url.QueryEscape(k)))
+			b.WriteByte('=')
+			b.WriteString(unescape.Replace(url.QueryEscape(v)))
+		}
+	}
+	return b.String()
 }
 
 // secretParam reports whether a query parameter's value is to be hidden.

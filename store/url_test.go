@@ -188,13 +188,57 @@ func TestS3CredentialsInURLSignRequests(t *testing.T) {
 func TestRedactForms(t *testing.T) {
 	cases := map[string]string{
 		"s3://AK:" + planted + "@bkt/p?region=r":                           "s3://" + store.Redacted + "@bkt/p?region=r",
-		"s3://bkt?endpoint=" + url.QueryEscape("http://u:"+planted+"@h:1"): "s3://bkt?endpoint=" + url.QueryEscape("http://"+store.Redacted+"@h:1"),
-		"s3://bkt?kmskeyid=" + planted + "&region=r":                       "s3://bkt?kmskeyid=" + store.Redacted + "&region=r",
+		"s3://bkt?endpoint=" + url.QueryEscape("http://u:"+planted+"@h:1"): "s3://bkt?endpoint=http://" + store.Redacted + "@h:1",
+		// The query stays as readable as it was typed: ':', '/' and '@' unescaped.
+		"s3://bkt/p?endpoint=http://127.0.0.1:9000&use_path_style=true&region=us-east-1": "s3://bkt/p?endpoint=http://127.0.0.1:9000&region=us-east-1&use_path_style=true",
+		"s3://bkt?endpoint=http://h:1/a%20b&region=r%26s":                                "s3://bkt?endpoint=http://h:1/a+b&region=r%26s",
+		"s3://bkt?kmskeyid=" + planted + "&region=r":                                     "s3://bkt?kmskeyid=" + store.Redacted + "&region=r",
 		"file:///tmp/x": "file:///tmp/x",
 	}
 	for in, want := range cases {
 		if got := store.Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestMustExistOpenOfAMissingDirectoryCreatesNothing: a writable open with MustExist of a
+// file:// directory that does not exist fails with ErrNotFound and creates nothing; of
+// one that exists it opens for writing (the probe runs, writes work).
+func TestMustExistOpenOfAMissingDirectoryCreatesNothing(t *testing.T) {
+	ctx := testCtx(t)
+	dir := filepath.Join(t.TempDir(), "typo", "store")
+	_, err := store.Open(ctx, "file://"+dir, store.Options{MustExist: true})
+	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), "nothing was created") {
+		t.Fatalf("MustExist open of a missing directory: %v; want ErrNotFound", err)
+	}
+	if _, err := os.Stat(filepath.Dir(dir)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("MustExist open created %s: %v", filepath.Dir(dir), err)
+	}
+	existing := t.TempDir()
+	s, err := store.Open(ctx, "file://"+existing, store.Options{MustExist: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.PutIfAbsent(ctx, "k", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestUnknownQueryParameterIsAnInvalidURL: an s3:// or gs:// query parameter the opener
+// does not know, or a value it cannot parse, is ErrInvalidURL (a malformed URL, which the
+// CLI reports as a usage error), naming the parameter; not ErrPermanent.
+func TestUnknownQueryParameterIsAnInvalidURL(t *testing.T) {
+	t.Setenv("STORAGE_EMULATOR_HOST", "127.0.0.1:1") // gs:// opens without looking for credentials
+	for raw, want := range map[string]string{
+		"s3://b?region=us-east-1&bogus=1":             `unknown query parameter "bogus"`,
+		"s3://b?region=us-east-1&use_path_style=nope": `invalid value for "use_path_style"`,
+		"gs://b?bogus=1":                              `invalid query parameter "bogus"`,
+	} {
+		_, err := store.Open(testCtx(t), raw, store.Options{ReadOnly: true})
+		if !errors.Is(err, store.ErrInvalidURL) || errors.Is(err, store.ErrPermanent) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Open(%q): %v; want ErrInvalidURL naming %s", raw, err, want)
 		}
 	}
 }

@@ -7,7 +7,12 @@
 // data holds there, within the page's bounds; a zone's bounds hold its rows), and its
 // coverage against the manifest (covered fragments exist, segments of one name are alike
 // and disjoint, a BTree holds every row of each covered fragment once, zones tile each
-// covered fragment, and no segment describes a fragment it does not cover).
+// covered fragment, and no segment describes a fragment it does not cover), and the WAL
+// shards (package wal): every shard manifest version decodes (a tombstone gc left is a
+// note) and none is missing, the published version's merged watermark of each shard is at
+// most the shard's sealed generation and the generations listed above it are contiguous
+// up to it, every data file of those generations is read in full, and every entry above
+// the replay position decodes (checksum, trailer, metadata).
 //
 // Verification never writes. It reports what it finds as a Report: faults (corruption or
 // a broken invariant, each naming the object key and version) and notes (states that are

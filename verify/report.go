@@ -95,6 +95,14 @@ type TableSummary struct {
 	// Bytes is the size in the store of the data files and deletion vectors read,
 	// including those that failed their checks (a missing object counts 0).
 	Bytes int64 `json:"bytes"`
+	// WALShards counts the WAL shards found under <table>/_wal/; WALGenerations the
+	// unmerged generations whose data files were read (they count in DataFiles and Bytes
+	// too); WALEntries the entries above the replay positions decoded, WALEntryRows their
+	// rows.
+	WALShards      int   `json:"wal_shards"`
+	WALGenerations int   `json:"wal_generations"` // unmerged generations read
+	WALEntries     int   `json:"wal_entries"`     // entries above the replay positions decoded
+	WALEntryRows   int64 `json:"wal_entry_rows"`  // rows in them
 }
 
 // Report is the outcome of a verification run.

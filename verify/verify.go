@@ -12,6 +12,7 @@ import (
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
 	"github.com/shale-db/shale/store"
+	"github.com/shale-db/shale/wal"
 )
 
 // Table verifies one table of store s. cat is the catalog holding the table's published
@@ -194,6 +195,7 @@ func (v *verifier) table(ctx context.Context, table string) error {
 		v.rep.note(table, 0, v.cat.Key(table), "no published pointer: the table was never published")
 	}
 
+	var targetM, headM *manifest.Manifest
 	for _, ver := range versions {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -215,6 +217,12 @@ func (v *verifier) table(ctx context.Context, table string) error {
 		if err := v.checkManifest(ctx, m, havePtr && ver == ptr.Version); err != nil {
 			return err
 		}
+		if ver == target {
+			targetM = m
+		}
+		if ver == head {
+			headM = m
+		}
 		if ver == target || v.opts.AllVersions {
 			v.sum.Deep = append(v.sum.Deep, ver)
 			if err := v.deep(ctx, m); err != nil {
@@ -222,7 +230,7 @@ func (v *verifier) table(ctx context.Context, table string) error {
 			}
 		}
 	}
-	return nil
+	return v.checkWAL(ctx, table, targetM, headM)
 }
 
 // pointer reads the table's published pointer. An unreadable pointer is a fault; an
@@ -315,9 +323,9 @@ func (v *verifier) objectFault(table string, ver uint64, key, what string, err e
 	switch {
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, manifest.ErrVersionNotFound):
 		problem = what + " missing"
-	case errors.Is(err, manifest.ErrCorrupt), errors.Is(err, fragment.ErrCorrupt):
+	case errors.Is(err, manifest.ErrCorrupt), errors.Is(err, fragment.ErrCorrupt), errors.Is(err, wal.ErrCorrupt):
 		problem = what + " corrupt"
-	case errors.Is(err, manifest.ErrFormatTooNew), errors.Is(err, manifest.ErrFormatTooOld), errors.Is(err, fragment.ErrUnsupportedVersion):
+	case errors.Is(err, manifest.ErrFormatTooNew), errors.Is(err, manifest.ErrFormatTooOld), errors.Is(err, fragment.ErrUnsupportedVersion), errors.Is(err, wal.ErrFormatTooNew):
 		problem = what + " in a format this build does not read"
 	default:
 		problem = what + " unreadable"

@@ -54,7 +54,11 @@
 // Append returns once the entry holding its rows is durable (put-if-absent returned), and
 // its rows are in the memtable: group commit gathers the appends that arrive while the
 // previous entry is being written into the next entry (bounded by Options.MaxEntryBytes
-// and Options.MaxEntryDelay), one put in flight per shard. A memtable remembers the
+// and Options.MaxEntryDelay), one put in flight per shard; before writing it the committer
+// waits briefly (at most a quarter of the last put, 1 ms) for the appenders the previous
+// entry acknowledged, so that concurrent appenders share each entry rather than
+// alternating in two half-size cohorts. The wait only shapes batches: nothing is
+// acknowledged before its entry is durable. A memtable remembers the
 // highest entry position whose rows it holds; a flush writes generation G from a frozen
 // memtable and sets the shard manifest's replay position to that memtable's position, so
 // the replay position only covers entries whose rows are in a flushed generation (an

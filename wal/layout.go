@@ -92,6 +92,21 @@ func ParseGenerationKey(table, shard, key string) (gen, epoch uint64, ok bool) {
 	return g, e, true
 }
 
+// SplitKey splits a key under table's WAL directory into its shard id and the rest of the
+// key below the shard's directory ("manifest/…", "entries/…", "gen-…/…"); ok is false for
+// a key outside <table>/_wal/<shard>/.
+func SplitKey(table, key string) (shard, rest string, ok bool) {
+	r, found := strings.CutPrefix(key, Dir(table))
+	if !found {
+		return "", "", false
+	}
+	shard, rest, found = strings.Cut(r, "/")
+	if !found || shard == "" || rest == "" {
+		return "", "", false
+	}
+	return shard, rest, true
+}
+
 // ShardID is the id of shard number i ("0", "1", …).
 func ShardID(i int) string { return strconv.Itoa(i) }
 

@@ -93,3 +93,20 @@ func ReadShard(ctx context.Context, s store.Store, table, shard string, mem memo
 	}
 	return nil, fmt.Errorf("table %q WAL shard %s: %w (%d attempts)", table, shard, ErrBusy, maxViewAttempts)
 }
+
+// ListEntries returns the positions of shard's entries after from, in position order (one
+// LIST of the entries; keys that are not entry names are left out). For verification and
+// garbage collection. Errors: store errors.
+func ListEntries(ctx context.Context, s store.Store, table, shard string, from Position) ([]Position, error) {
+	return listEntries(ctx, s, table, shard, from, 0)
+}
+
+// ReadEntry reads and decodes the entry at p (one GET): its checksum, trailer, metadata
+// (which must name p) and record batches. Release it when done. Errors: an *ObjectError
+// naming the key, wrapping ErrCorrupt or store.ErrNotFound, store errors.
+func ReadEntry(ctx context.Context, s store.Store, table, shard string, p Position, mem memory.Allocator) (*Entry, error) {
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	return readEntry(ctx, s, table, shard, p, mem)
+}

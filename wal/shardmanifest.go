@@ -149,18 +149,31 @@ func LatestVersion(ctx context.Context, s store.Store, table, shard string) (uin
 	return v, nil
 }
 
-// LoadShard returns shard's newest manifest: one LIST and one GET. Errors: ErrNoShard
-// (no manifest yet), ErrCorrupt, ErrFormatTooNew (each an *ObjectError naming the key),
-// store errors.
+// maxLoadAttempts bounds the LISTs LoadShard makes while gc keeps expiring the version
+// the previous LIST named newest.
+const maxLoadAttempts = 8
+
+// LoadShard returns shard's newest manifest: one LIST and one GET. The newest version is
+// never expired, so a version the LIST named newest that reads as a tombstone was
+// superseded and expired between the LIST and the GET (gc keeps the newest few): LoadShard
+// lists again. Errors: ErrNoShard (no manifest yet), ErrCorrupt, ErrFormatTooNew,
+// ErrExpired (the newest version kept reading as a tombstone: each an *ObjectError naming
+// the key), store errors.
 func LoadShard(ctx context.Context, s store.Store, table, shard string) (*ShardManifest, error) {
-	v, err := LatestVersion(ctx, s, table, shard)
-	if err != nil {
-		return nil, err
+	for attempt := 1; ; attempt++ {
+		v, err := LatestVersion(ctx, s, table, shard)
+		if err != nil {
+			return nil, err
+		}
+		if v == 0 {
+			return nil, fmt.Errorf("table %q WAL shard %s: %w", table, shard, ErrNoShard)
+		}
+		m, err := LoadShardVersion(ctx, s, table, shard, v)
+		if errors.Is(err, ErrExpired) && attempt < maxLoadAttempts {
+			continue
+		}
+		return m, err
 	}
-	if v == 0 {
-		return nil, fmt.Errorf("table %q WAL shard %s: %w", table, shard, ErrNoShard)
-	}
-	return LoadShardVersion(ctx, s, table, shard, v)
 }
 
 // LoadShardVersion reads shard manifest version v. Errors: store.ErrNotFound, ErrExpired,

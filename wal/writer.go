@@ -46,8 +46,10 @@ type Options struct {
 	// DefaultMaxEntryBytes); a record larger than it is an entry of its own.
 	MaxEntryBytes int64
 	// MaxEntryDelay is how long the committer waits for more appends before writing an
-	// entry smaller than MaxEntryBytes (default 0: it writes what arrived while the
-	// previous entry was being written).
+	// entry smaller than MaxEntryBytes. Default 0: it writes what arrived while the
+	// previous entry was being written, after waiting (at most a quarter of the last
+	// put's time, and 1 ms) for the appenders the previous entry acknowledged to append
+	// again, so concurrent appenders share one entry instead of alternating between two.
 	MaxEntryDelay time.Duration
 	// FlushBytes: a memtable reaching it is flushed in the background (default
 	// DefaultFlushBytes; < 0: only Flush and Close flush).
@@ -366,6 +368,10 @@ func (w *Writer) failLocked(err error) {
 // a time (positions have no holes).
 func (w *Writer) commitLoop() {
 	defer w.wg.Done()
+	var (
+		expect  int           // appends the next entry is expected to carry
+		lastPut time.Duration // how long the last entry's put took
+	)
 	for {
 		w.mu.Lock()
 		for len(w.queue) == 0 && w.err == nil && !w.closing {
@@ -397,6 +403,12 @@ func (w *Writer) commitLoop() {
 				w.mu.Unlock()
 				continue
 			}
+		} else if d == 0 {
+			w.gatherLocked(expect, gatherWait(lastPut))
+			if w.err != nil || len(w.queue) == 0 {
+				w.mu.Unlock()
+				continue
+			}
 		}
 		var batch []*pendingAppend
 		var bytes int64
@@ -418,7 +430,9 @@ func (w *Writer) commitLoop() {
 			recs[i] = p.rec
 			rows += p.rec.NumRows()
 		}
+		putStart := time.Now()
 		err := w.writeEntry(pos, gen, recs)
+		lastPut = time.Since(putStart)
 		if err == nil {
 			err = seamEntryDurable.Inject(w.ctx)
 			if err != nil {
@@ -436,6 +450,9 @@ func (w *Writer) commitLoop() {
 		} else if sticky(err) {
 			w.failLocked(err)
 		}
+		// The appenders acknowledged now are likely to append again at once; with those
+		// already queued they make the next entry (gatherLocked waits for them briefly).
+		expect = len(batch) + len(w.queue)
 		w.mu.Unlock()
 		for _, p := range batch {
 			p.ack, p.err = Ack{Position: pos, Rows: p.rec.NumRows()}, err
@@ -445,6 +462,41 @@ func (w *Writer) commitLoop() {
 			p.rec.Release()
 			close(p.done)
 		}
+	}
+}
+
+// maxGatherWait bounds how long the committer waits for expected appends (gatherWait).
+const maxGatherWait = time.Millisecond
+
+// gatherWait is how long the committer may wait for the appends it expects before writing
+// an entry: a quarter of the last put's duration, at most maxGatherWait. Only batching
+// depends on it, never what is durable or acknowledged.
+func gatherWait(lastPut time.Duration) time.Duration { return min(lastPut/4, maxGatherWait) }
+
+// gatherLocked (Options.MaxEntryDelay 0) waits, up to d, until the queue holds expect
+// appends or Options.MaxEntryBytes: the appenders an entry acknowledged come back a few
+// microseconds after their acknowledgement, and without the wait the next entry would
+// leave while they were on their way, splitting concurrent appenders into two cohorts that
+// alternate, each entry half as large as it could be. A lone appender (expect 1, already
+// queued) never waits. Called with w.mu held; returns with it held.
+func (w *Writer) gatherLocked(expect int, d time.Duration) {
+	if d <= 0 || len(w.queue) >= expect || w.queueBytes >= w.opts.MaxEntryBytes || w.closing {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for len(w.queue) < expect && w.queueBytes < w.opts.MaxEntryBytes && w.err == nil && !w.closing {
+		w.mu.Unlock()
+		select {
+		case <-w.wake:
+		case <-t.C:
+			w.mu.Lock()
+			return
+		case <-w.ctx.Done():
+			w.mu.Lock()
+			return
+		}
+		w.mu.Lock()
 	}
 }
 
@@ -471,7 +523,7 @@ func (w *Writer) writeEntry(pos Position, gen uint64, recs []arrow.RecordBatch) 
 		case err == nil:
 			return nil
 		case errors.Is(err, store.ErrPreconditionFailed):
-			return w.fencedOr(key, fmt.Errorf("%w: position %s holds another object though this epoch is the newest", ErrCorrupt, pos))
+			return w.fencedOr(w.ctx, key, fmt.Errorf("%w: position %s holds another object though this epoch is the newest", ErrCorrupt, pos))
 		case errors.Is(err, store.ErrOutcomeUnknown) && i < attempts-1:
 			// The same bytes again at the same position: put-if-absent decides it.
 			if w.ctx.Err() != nil {
@@ -487,12 +539,21 @@ func (w *Writer) writeEntry(pos Position, gen uint64, recs []arrow.RecordBatch) 
 	return err
 }
 
-// fencedOr reads the newest shard manifest: a higher epoch than ours is a *FencedError;
-// otherwise other is returned.
-func (w *Writer) fencedOr(key string, other error) error {
-	latest, err := LoadShard(w.ctx, w.s, w.table, w.shard)
+// fenceCheckTimeout bounds fencedOr's read of the shard manifest.
+const fenceCheckTimeout = 30 * time.Second
+
+// fencedOr reads the newest shard manifest after a put at key collided: a higher epoch
+// than ours is a *FencedError; otherwise other is returned. The read is detached from
+// ctx's cancellation (bounded by fenceCheckTimeout): the collision already happened, and
+// a Close cancelling the writer's context meanwhile must not turn a fence into an
+// undecided error. When the read fails the error says so, wrapping the read's error (not
+// other: nothing showed the object is corrupt).
+func (w *Writer) fencedOr(ctx context.Context, key string, other error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fenceCheckTimeout)
+	defer cancel()
+	latest, err := LoadShard(ctx, w.s, w.table, w.shard)
 	if err != nil {
-		return &ObjectError{Table: w.table, Shard: w.shard, Key: key, Err: fmt.Errorf("%w (and reading the shard manifest to check for a fence failed: %w)", other, err)}
+		return &ObjectError{Table: w.table, Shard: w.shard, Key: key, Err: fmt.Errorf("the put collided and reading the shard manifest to check for a fence failed: %w", err)}
 	}
 	if latest.Epoch > w.epoch {
 		return &FencedError{Table: w.table, Shard: w.shard, Epoch: w.epoch, By: latest.Epoch}
@@ -620,7 +681,7 @@ func (w *Writer) flushOne(ctx context.Context, man *ShardManifest, m *memtable) 
 	}
 	err := putShardManifest(ctx, w.s, next)
 	if errors.Is(err, store.ErrPreconditionFailed) {
-		return nil, w.fencedOr(ManifestKey(w.table, w.shard, next.Version),
+		return nil, w.fencedOr(ctx, ManifestKey(w.table, w.shard, next.Version),
 			fmt.Errorf("%w: shard manifest version %d is taken though this epoch is the newest", ErrCorrupt, next.Version))
 	}
 	if err != nil {
@@ -658,17 +719,24 @@ func (w *Writer) writeGeneration(ctx context.Context, gen uint64, m *memtable) (
 	return g, nil
 }
 
-// collectEntries deletes the entries a flush moved the replay position over (from, to],
-// keeping the last one of each epoch (for a fenced epoch that is its fence, which must stay;
-// see the package doc). Best effort, in the background: gc collects what is left.
+// collectEntries deletes the entries at or before the replay position to that a flush
+// moved it to from from: those in [from, to], keeping the last one of each epoch (for a
+// fenced epoch that is its fence, which must stay; see the package doc). The entry at
+// from is included: the previous flush kept it when it was its epoch's last, and it no
+// longer is once later entries exist. Best effort, in the background: gc collects what is
+// left.
 func (w *Writer) collectEntries(from, to Position) {
 	if !from.Less(to) {
 		return
 	}
+	after := from
+	if after.Pos > 0 {
+		after.Pos-- // list from the entry at from itself
+	}
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
-		ps, err := listEntries(w.ctx, w.s, w.table, w.shard, from, 0)
+		ps, err := listEntries(w.ctx, w.s, w.table, w.shard, after, 0)
 		if err != nil {
 			return
 		}
@@ -677,7 +745,7 @@ func (w *Writer) collectEntries(from, to Position) {
 			last[p.Epoch] = max(last[p.Epoch], p.Pos)
 		}
 		for _, p := range ps {
-			if to.Less(p) || p.Pos == last[p.Epoch] || p == to {
+			if to.Less(p) || p.Pos == last[p.Epoch] {
 				continue
 			}
 			_ = w.s.Delete(w.ctx, EntryKey(w.table, w.shard, p))
@@ -753,6 +821,11 @@ func (w *Writer) Close(ctx context.Context) error {
 	err := w.Flush(ctx)
 	w.cancel()
 	w.wg.Wait()
+	// A Flush of another goroutine may still be writing a frozen memtable (this Flush
+	// returns at once when the writer already failed, say fenced): wait for it before
+	// releasing the memtables.
+	w.flushMu.Lock()
+	defer w.flushMu.Unlock()
 	w.mu.Lock()
 	if w.err == nil {
 		w.err = ErrClosed

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +27,7 @@ import (
 type app struct {
 	stdout, stderr io.Writer
 	readOnly       bool // the command only reads: skip the store's write probe
+	mustExist      bool // the command only changes existing tables: never create the store
 
 	// Global flags.
 	homeFlag  string
@@ -88,14 +90,32 @@ func (a *app) rootCommand() *cobra.Command {
 				return &usageError{err}
 			}
 			a.started = true
+			// An empty global flag is a mistake (an unset shell variable, say), not a
+			// request for the default: --store "" would otherwise use file://<home>/store.
+			for _, f := range []struct{ name, want string }{
+				{"store", "a store URL (file:///dir, s3://bucket/prefix, gs://bucket/prefix, mem://name); leave --store out for file://<home>/store"},
+				{"home", "a state directory; leave --home out for $SHALE_HOME or the default"},
+				{"etcd", "etcd endpoints host:port,...; leave --etcd out for the embedded etcd"},
+			} {
+				if fl := cmd.Flags().Lookup(f.name); fl != nil && fl.Changed && strings.TrimSpace(fl.Value.String()) == "" {
+					return usagef("--%s is empty: it needs %s", f.name, f.want)
+				}
+			}
 			if a.jsonOut && cmd.Name() == "demo" {
 				return usagef("demo is a guided tour for people and has no --json output; run the commands it runs (import, query --count, delete, versions) with --json")
 			}
 			// Commands that only read open the store without the put-if-absent probe, so a
 			// read-only store (or read-only credentials) can still be queried.
-			switch cmd.Name() {
-			case "query", "versions", "inspect", "status", "verify", "export", "list":
+			// Classified by the full command path (subcommands share names: "index drop",
+			// "wal status").
+			switch strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ") {
+			case "query", "versions", "inspect", "status", "verify", "export", "index list", "wal status":
 				a.readOnly = true
+			case "delete", "update", "drop", "compact", "recover", "repair", "gc",
+				"index create", "index update", "index drop", "wal append", "wal merge", "wal scan":
+				// They change only tables already in the store: a mistyped --store is
+				// reported, not created (and then found to hold "no tables").
+				a.mustExist = true
 			}
 			// A malformed --store is a usage error, found before anything starts.
 			if a.storeFlag != "" {
@@ -108,7 +128,7 @@ func (a *app) rootCommand() *cobra.Command {
 	}
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
-	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &usageError{err} })
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &usageError{flagValueError(err)} })
 	root.CompletionOptions.DisableDefaultCmd = true
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.storeFlag, "store", "", "store URL (default file://<home>/store)")
@@ -136,6 +156,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.gcCommand(),
 		a.doctorCommand(),
 		a.indexCommand(),
+		a.walCommand(),
 	)
 	// Usage errors from cobra's own checks (arguments, required flags) get exit status 2.
 	for _, c := range root.Commands() {
@@ -215,7 +236,7 @@ func (a *app) open(ctx context.Context) (*engine.DB, error) {
 	if a.db != nil {
 		return a.db, nil
 	}
-	s, err := store.Open(ctx, a.storeURL(), store.Options{ReadOnly: a.readOnly})
+	s, err := store.Open(ctx, a.storeURL(), a.storeOptions(store.Options{ReadOnly: a.readOnly, MustExist: a.mustExist}))
 	if err != nil {
 		return nil, a.storeOpenError(err)
 	}
@@ -242,12 +263,31 @@ func (a *app) open(ctx context.Context) (*engine.DB, error) {
 	}
 	// Every write first rolls forward maintenance a crashed process committed but did not
 	// publish (roll forward only: `shale recover` also rolls back).
-	db, err := engine.Open(ctx, s, engine.Options{Etcd: etcd, BeforeFirstWrite: recovery.Hook(recovery.Options{}), IndexSidecars: recovery.IndexSidecars{Store: s}})
+	db, err := engine.Open(ctx, s, engine.Options{Etcd: etcd, BeforeFirstWrite: recovery.Hook(recovery.Options{}), IndexSidecars: recovery.IndexSidecars{Store: s},
+		MergeSidecars: recovery.MergeSidecars{Store: s}})
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", s.URL(), err)
 	}
 	a.db = db
 	return db, nil
+}
+
+// envStoreSlow sets how long a store request may go on before a command says it waits for
+// it (a Go duration; default 10s).
+const envStoreSlow = "SHALE_STORE_SLOW"
+
+// storeOptions adds to o what every command's store does: a request of an S3 or GCS store
+// that goes on without an answer is said on stderr (a server that accepts connections
+// and never answers would otherwise hang the command without a word; Ctrl-C ends it).
+func (a *app) storeOptions(o store.Options) store.Options {
+	if d, err := time.ParseDuration(os.Getenv(envStoreSlow)); err == nil && d > 0 {
+		o.SlowAfter = d
+	}
+	o.Slow = func(r store.SlowRequest) {
+		fmt.Fprintf(a.stderr, "shale: store: waiting for %s %q: no answer after %s (%s; Ctrl-C stops)\n",
+			strings.ReplaceAll(string(r.Op), "_", "-"), r.Key, r.Waited.Round(time.Second/10), r.Store)
+	}
+	return o
 }
 
 // storeOpenError words a failure of store.Open for the command line: a bad URL is a
@@ -262,9 +302,9 @@ func (a *app) storeOpenError(err error) error {
 		return &usageError{fmt.Errorf("--store %s: %w", se.Store, se.Err)}
 	case errors.Is(err, store.ErrInvalidURL):
 		return &usageError{fmt.Errorf("--store: %w", err)}
-	case a.readOnly && errors.Is(err, store.ErrNotFound) && a.storeFlag == "":
+	case (a.readOnly || a.mustExist) && errors.Is(err, store.ErrNotFound) && a.storeFlag == "":
 		return fmt.Errorf("no store yet at %s: nothing has been written there (shale create or shale import makes it)", redacted)
-	case a.readOnly && errors.Is(err, store.ErrNotFound):
+	case (a.readOnly || a.mustExist) && errors.Is(err, store.ErrNotFound):
 		return fmt.Errorf("store %s does not exist (nothing was created; check --store)", redacted)
 	case se != nil:
 		return err // it names the store by its redacted URL
@@ -332,6 +372,23 @@ func droppedWhile(err error, table, cmd, what string) error {
 	return fmt.Errorf("%w (table %q was dropped while this %s ran: %s)", err, table, cmd, what)
 }
 
+// parseColumns splits --columns at commas: nil for "" (every column); a name left empty
+// ("a,,b", "a,", " ") is a usage error, not an unknown column "".
+func parseColumns(list string) ([]string, error) {
+	if list == "" {
+		return nil, nil
+	}
+	var cols []string
+	for i, c := range strings.Split(list, ",") {
+		c = strings.TrimSpace(c)
+		if c == "" {
+			return nil, usagef("--columns %q: column %d of the list is empty (want NAME,NAME,...)", list, i+1)
+		}
+		cols = append(cols, c)
+	}
+	return cols, nil
+}
+
 // flagChanged reports whether a flag was given on the command line.
 func flagChanged(fs *pflag.FlagSet, name string) bool {
 	f := fs.Lookup(name)
@@ -344,6 +401,27 @@ func seconds(d time.Duration) string {
 		return fmt.Sprintf("%d ms", d.Milliseconds())
 	}
 	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+// flagDuration formats a duration as a person types it in a flag: "1h", "90m", "30s",
+// "1h30m", "1.5s" (time.Duration's String without the zero units: "1h0m0s" is "1h").
+func flagDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// endpointList formats etcd endpoints for people: "http://a:2379, http://b:2379".
+func endpointList(eps []string) string {
+	if len(eps) == 0 {
+		return "none"
+	}
+	return strings.Join(eps, ", ")
 }
 
 // perSecond is n per second over d, or 0.
@@ -434,4 +512,34 @@ func orEmpty[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+// strconvText matches the strconv and time parse errors pflag quotes for a bad flag
+// value: `strconv.ParseInt: parsing "abc": invalid syntax`, `time: invalid duration "x"`.
+var strconvText = regexp.MustCompile(`(strconv\.Parse(Int|Uint|Float|Bool): parsing "[^"]*": (invalid syntax|value out of range))|(time: (invalid duration|unknown unit "[^"]*" in duration|missing unit in duration) "[^"]*")`)
+
+// flagValueError rewords pflag's error for a bad flag value without the strconv text:
+// `invalid argument "abc" for "-n, --limit" flag: not an integer`.
+func flagValueError(err error) error {
+	msg := err.Error()
+	m := strconvText.FindStringSubmatch(msg)
+	if m == nil {
+		return err
+	}
+	var what string
+	switch {
+	case m[3] == "value out of range":
+		what = "out of range"
+	case m[2] == "Int":
+		what = "not an integer"
+	case m[2] == "Uint":
+		what = "not a whole number (0, 1, 2, ...)"
+	case m[2] == "Float":
+		what = "not a number"
+	case m[2] == "Bool":
+		what = "not true or false"
+	default:
+		what = "not a duration (like 500ms, 30s, 5m, 1h30m)"
+	}
+	return errors.New(strings.Replace(msg, m[0], what, 1))
 }

@@ -24,7 +24,8 @@ directory on local disk) with the etcd of --etcd or the embedded default, and pr
 Markdown report: import vs encode+put of the same bytes, full scan vs read+IPC decode of the
 same files, open latency and requests at 10 and 1,000 versions, and requests per commit;
 on request (--suites), txn, compaction vs scan+write of the same table version (compact)
-and recover time with 0, 10 and 100 pending sidecars (recover).
+recover time with 0, 10 and 100 pending sidecars (recover), and WAL appends vs plain appends,
+queries over unmerged generations and MergeWAL vs scan+write (wal).
 Baselines and engine runs alternate in one process; figures are medians, ratios are
 baseline time / engine time. Progress goes to stderr. benchmarks/RESULTS.md records runs.
 
@@ -81,7 +82,7 @@ and machine, run benchmarks/peers/run.sh (Python 3; see benchmarks/RESULTS.md).`
 	}
 	f := cmd.Flags()
 	f.StringVar(&data, "data", defaultDemoData, "Parquet file with the flights schema (\"\" = synthetic rows)")
-	f.StringVar(&suites, "suites", "", "comma-separated suites: import, scan, open, commit, txn, compact, recover (default: import, scan, open, commit; txn builds a 10,000-version history and runs writer processes, compact and recover rebuild their tables or sidecars every repetition)")
+	f.StringVar(&suites, "suites", "", "comma-separated suites: import, scan, open, commit, txn, compact, recover, wal (default: import, scan, open, commit; txn builds a 10,000-version history and runs writer processes, compact and recover rebuild their tables or sidecars every repetition)")
 	f.IntVar(&rows, "rows", 0, "cap on rows read from --data (0 = all)")
 	f.IntVar(&reps, "reps", benchmarks.DefaultReps, "timed repetitions per variant (at least 1)")
 	f.BoolVar(&keep, "keep", false, "leave the benchmark's objects and catalog keys in place")

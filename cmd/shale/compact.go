@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -8,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shale-db/shale/compaction"
+	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/recovery"
 )
 
@@ -62,6 +65,9 @@ fragment being rewritten makes compaction replan (up to 3 attempts).
 			}
 			start := time.Now()
 			st, err := ex.Run(cmd.Context(), args[0], opts)
+			if err != nil && cmd.Context().Err() != nil && st.Operation != "" {
+				return a.abandonCompaction(db, st, err)
+			}
 			if err != nil {
 				return err
 			}
@@ -132,4 +138,44 @@ func idRange(ids []uint32) string {
 		}
 	}
 	return fmt.Sprintf("[%d..%d]", ids[0], ids[len(ids)-1])
+}
+
+// abandonCompaction resolves the recovery sidecar of a compaction that Ctrl-C (or
+// SIGTERM) stopped, at once: this process ran it and Run has returned, so it is not
+// running (recovery.Options.Exited), and the user need not wait past --min-age and run
+// 'shale recover'. A roll back commits an abort version that fences the compaction's
+// transactions (a manifest put cut short could still land) and deletes its files; a
+// compaction that had committed is published. Other sidecars are left alone (a minimum
+// age no sidecar has). When the clean-up fails the sidecar stays for 'shale recover'.
+func (a *app) abandonCompaction(db *engine.DB, st compaction.Stats, cause error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	rep, err := recovery.Recover(ctx, db.Store(), db.Catalog(), st.Table, recovery.Options{
+		MinAge: 100 * 365 * 24 * time.Hour,
+		Exited: map[string]bool{st.Operation: true},
+	})
+	for _, o := range rep.Outcomes {
+		if o.Operation != st.Operation {
+			continue
+		}
+		switch o.Action {
+		case recovery.RolledBack, recovery.Gone:
+			files := ""
+			if n := len(o.DeletedFiles); n > 0 {
+				files = fmt.Sprintf("; the %s it had written deleted", plural(n, "data file"))
+			}
+			fence := ""
+			if o.Fence > 0 {
+				fence = fmt.Sprintf(" (abort version %d fences its transactions)", o.Fence)
+			}
+			return &interruptedError{fmt.Sprintf("nothing was compacted: %s is unchanged%s%s", st.Table, fence, files), cause}
+		case recovery.RolledForward, recovery.AlreadyPublished:
+			fmt.Fprintf(a.stderr, "note: interrupted, but the compaction had committed already, as version %d of %s; it is published\n", o.Version, st.Table)
+			return nil
+		}
+	}
+	if err == nil {
+		err = errors.New("its sidecar was not resolved")
+	}
+	return &interruptedError{fmt.Sprintf("the compaction of %s stopped and its clean-up failed (%v): its rows are unchanged; 'shale recover %s' deletes the files it wrote", st.Table, err, st.Table), cause}
 }

@@ -250,12 +250,12 @@ func (a *app) demo(ctx context.Context, path, table string, fresh bool) error {
 		return fmt.Errorf("time travel: version %d shows %d rows where %s, expected %d", beforeVersion, nOld, demoDeleteWhere, beforeMatch)
 	}
 
-	a.printf("\nDone in %s. Try:\n", seconds(time.Since(total)))
-	a.printf("  shale query %s --where \"origin = 'JFK' AND delay > 120\" --limit 10\n", table)
-	a.printf("  shale query %s --where \"%s\" --explain\n", table, demoPointWhere)
-	a.printf("  shale index list %s\n", table)
-	a.printf("  shale query %s --version %d --where \"%s\" --limit 5\n", table, beforeVersion, demoDeleteWhere)
-	a.printf("  shale inspect %s\n  shale versions %s\n", table, table)
+	a.printf("\nDone in %s. Try, with the command built (go build -o shale ./cmd/shale; the README's \"Using it\" has more):\n", seconds(time.Since(total)))
+	a.printf("  ./shale query %s --where \"origin = 'JFK' AND delay > 120\" --limit 10\n", table)
+	a.printf("  ./shale query %s --where \"%s\" --explain\n", table, demoPointWhere)
+	a.printf("  ./shale index list %s\n", table)
+	a.printf("  ./shale query %s --version %d --where \"%s\" --limit 5\n", table, beforeVersion, demoDeleteWhere)
+	a.printf("  ./shale inspect %s\n  ./shale versions %s\n", table, table)
 	return nil
 }
 

@@ -144,7 +144,7 @@ func (a *app) doctorStore(ctx context.Context, rep *doctorReport, large bool) {
 			rep.add(T, n, checkSkip, why, "")
 		}
 	}
-	s, err := store.Open(ctx, raw, store.Options{ReadOnly: true, Retries: 2, AttemptTimeout: 20 * time.Second})
+	s, err := store.Open(ctx, raw, a.storeOptions(store.Options{ReadOnly: true, Retries: 2, AttemptTimeout: 20 * time.Second}))
 	switch {
 	case err != nil && errors.Is(err, store.ErrNotFound) && a.storeFlag == "":
 		rep.add(T, "reachable", checkOK, "the default store does not exist yet: the first write (shale create or shale import) creates it", "")
@@ -286,9 +286,13 @@ func (a *app) doctorLarge(ctx context.Context, rep *doctorReport, s store.Store,
 		return
 	}
 	found := err == nil
-	detail := fmt.Sprintf("a second conditional write of a %s-byte object (uploaded in parts) was refused", thousands(store.LargeProbeSize))
+	how := "uploaded in parts" // S3's multipart upload
+	if strings.HasPrefix(s.URL(), "gs://") {
+		how = "a resumable upload"
+	}
+	detail := fmt.Sprintf("a second conditional write of a %s-byte object (%s) was refused", thousands(store.LargeProbeSize), how)
 	if !found {
-		detail = fmt.Sprintf("a second conditional write of a %s-byte object (uploaded in parts) succeeded", thousands(store.LargeProbeSize))
+		detail = fmt.Sprintf("a second conditional write of a %s-byte object (%s) succeeded", thousands(store.LargeProbeSize), how)
 	}
 	switch {
 	case errors.Is(recErr, store.ErrNotFound):
@@ -399,7 +403,7 @@ func storeFix(err error, u *url.URL) string {
 		return "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE, or ACCESS_KEY_ID:SECRET_ACCESS_KEY@ in the URL) to credentials the server accepts, or add anonymous=true for a server that takes unsigned requests"
 	case credentialError(err) && u.Scheme == "gs":
 		return "set GOOGLE_APPLICATION_CREDENTIALS to a service account key file or run gcloud auth application-default login; for a local emulator set STORAGE_EMULATOR_HOST=host:port"
-	case strings.Contains(m, "NoSuchBucket") || strings.Contains(m, "bucket doesn't exist") || (remoteScheme(u) && errors.Is(err, store.ErrNotFound)):
+	case errors.Is(err, store.ErrNoBucket) || strings.Contains(m, "NoSuchBucket") || strings.Contains(m, "bucket doesn't exist") || (remoteScheme(u) && errors.Is(err, store.ErrNotFound)):
 		if u.Scheme == "gs" {
 			return fmt.Sprintf("bucket %q does not exist: create it (gcloud storage buckets create gs://%s; on fake-gcs-server POST {\"name\":\"%s\"} to /storage/v1/b) or correct --store", u.Host, u.Host, u.Host)
 		}

@@ -85,7 +85,7 @@ func TestDoctorPassesOnAGoodS3Store(t *testing.T) {
 	}
 	// The second run finds the record and agrees with it.
 	rep, _ = doctorJSON(e, nil, "--store", srv.StoreURL)
-	requireCheck(t, rep, "store", "large objects", checkOK, "refused")
+	requireCheck(t, rep, "store", "large objects", checkOK, "(uploaded in parts) was refused")
 }
 
 // A store that honours If-None-Match on small puts but not on CompleteMultipartUpload:
@@ -203,7 +203,7 @@ func TestDoctorAndTablesOnGCSEmulator(t *testing.T) {
 		t.Fatalf("doctor on the GCS emulator: %v", r)
 	}
 	requireCheck(t, rep, "store", "credentials", checkOK, "STORAGE_EMULATOR_HOST")
-	requireCheck(t, rep, "store", "large objects", checkOK, "refused")
+	requireCheck(t, rep, "store", "large objects", checkOK, "(a resumable upload) was refused")
 
 	tbl := e.table("gcs")
 	in := e.file("rides.csv", "id,city\n1,Oslo\n2,Lima\n")

@@ -15,7 +15,9 @@ version number the deletes free is refused when it publishes, so no write racing
 drop can land in the table or report success. Then it removes the table's published
 pointer, so no reader is directed to it. Then it deletes every version below the marker
 and every other object under the table's prefix. The marker stays (one small object), so
-the table's version numbers are never used again.
+the table's version numbers are never used again; so do the WAL shard manifests, so that
+a WAL writer of the dropped table still running cannot flush into a manifest version a
+writer of a new table of the name will claim (it is fenced instead).
 
 The name can be created again afterwards (shale create, shale import): the new table
 is a new incarnation of the name, numbered on from the marker, and no version of the

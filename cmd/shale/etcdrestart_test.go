@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -98,5 +100,88 @@ func TestEtcdKilledDuringCommandReconnects(t *testing.T) {
 	}
 	if row, _ := e.statusOf(tbl); row.Published != 2 || row.State != "in sync" {
 		t.Fatalf("status after the import: %+v", row)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer a child process writes while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestEtcdStoppedSaysItWaitsForTheRunningServerToAnswer: while the state directory's
+// etcd server is stopped (SIGSTOP: alive, not answering), a command says that it waits
+// for that running server (its pid) to answer, not for a server "to start", starts no
+// second server on the same data, and succeeds once the server is continued (SIGCONT).
+func TestEtcdStoppedSaysItWaitsForTheRunningServerToAnswer(t *testing.T) {
+	e := freshEnv(t)
+	tbl := e.table("etcdstop")
+	e.ok("create", tbl, "--schema", "a:int64")
+	pid := e.endpointPID()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	continued := false
+	defer func() {
+		if !continued {
+			syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}()
+	cmd := exec.Command(shaleBin, "versions", tbl)
+	cmd.Dir = e.dir
+	cmd.Env = append(os.Environ(), "SHALE_HOME="+e.home, "SHALE_ETCD_IDLE=20s")
+	var out bytes.Buffer
+	var errb lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	const want = "to answer: it is running but has not answered for"
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(errb.String(), want) {
+		select {
+		case err := <-done:
+			t.Fatalf("versions ended while etcd was stopped: %v\n%s", err, errb.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			<-done
+			t.Fatalf("no message about the stopped server within a minute:\n%s", errb.String())
+		}
+		time.Sleep(20 * time.Millisecond) // polling the command's stderr
+	}
+	if s := errb.String(); !strings.Contains(s, fmt.Sprintf("(pid %d, http://127.0.0.1:", pid)) || strings.Contains(s, "to start") {
+		t.Fatalf("message: %s", s)
+	}
+	if p := e.endpointPID(); p != pid {
+		t.Fatalf("a second server (pid %d) was started on the stopped one's data", p)
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	continued = true
+	select {
+	case err := <-done:
+		if err != nil || !strings.Contains(out.String(), "create") {
+			t.Fatalf("versions after SIGCONT: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errb.String())
+		}
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		t.Fatalf("versions did not finish within a minute of SIGCONT:\n%s", errb.String())
 	}
 }

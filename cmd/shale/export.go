@@ -89,11 +89,9 @@ nothing else does; parquet and arrow are refused when stdout is a terminal.
 			if out == "" && format != exportCSV && isTerminal(a.stdout) {
 				return usagef("--format %s writes binary data; pass -o FILE or redirect stdout to a file or a pipe", format)
 			}
-			var cols []string
-			if columns != "" {
-				for _, c := range strings.Split(columns, ",") {
-					cols = append(cols, strings.TrimSpace(c))
-				}
+			cols, err := parseColumns(columns)
+			if err != nil {
+				return err
 			}
 			var v *uint64
 			if flagChanged(cmd.Flags(), "version") {

@@ -45,8 +45,13 @@ commit instead of publishing a version whose files are gone. --grace keeps gc fr
 aborting writes that are simply still running: a write that runs longer than 30 s holds
 its files in the catalog, a shorter one is protected by --grace alone, so --grace under
 1m needs --no-writers (running writers would fail, nothing would be lost).
+In WAL shards, gc deletes the log entries a flush covered (except the last of each
+writer epoch, which fences a stale writer), generations no shard manifest will list
+(fenced writers', failed flushes') and merged generations no retained version names;
+unmerged generations and a flush in flight are kept whatever --grace says, and old
+shard manifests become tombstones (the newest 10 of each shard are kept).
 Without TABLE every table is collected, and so are the leftovers of dropped tables:
-objects under data/, _deletions/, _txn/ or _versions/ of a prefix with no manifest
+objects under data/, _deletions/, _txn/, _versions/ or _wal/ of a prefix with no manifest
 (a drop that died midway, or a write that raced a drop), unless the catalog still has
 a pointer or a hold for that name or a recovery sidecar names it. In --json the
 recovery step's results are under "outcomes", as in shale recover --json.`,
@@ -71,7 +76,7 @@ recovery step's results are under "outcomes", as in shale recover --json.`,
 			case grace < minSafeGrace && !noWriters:
 				// A write shorter than engine.DefaultWriteHoldAfter takes no hold: only the
 				// grace period keeps gc from fencing it (it would then fail at its commit).
-				return usagef("--grace %s is shorter than %s: a write in flight would be aborted (it fails, nothing is lost); add --no-writers if no process is writing", grace, minSafeGrace)
+				return usagef("--grace %s is shorter than %s: a write in flight would be aborted (it fails, nothing is lost); add --no-writers if no process is writing", flagDuration(grace), flagDuration(minSafeGrace))
 			}
 			p := gc.Policy{KeepLast: keepLast, KeepNewer: keepNewer, GracePeriod: grace, DryRun: dryRun}
 			if grace == 0 {
@@ -141,7 +146,7 @@ func (a *app) printGC(rep gc.Report, grace time.Duration) {
 		}
 		a.printf("; kept %s", humanBytes(t.BytesKept))
 		if n := t.Kept[gc.Young]; n > 0 {
-			a.printf(" (%s younger than --grace %s)", plural(n, "unreferenced file"), grace)
+			a.printf(" (%s younger than --grace %s)", plural(n, "unreferenced file"), flagDuration(grace))
 		}
 		if n := t.Kept[gc.Protected]; n > 0 {
 			a.printf(" (%s of pending recovery sidecars)", plural(n, "file"))
@@ -161,6 +166,7 @@ func (a *app) printGC(rep gc.Report, grace time.Duration) {
 		if t.HeldExpired > 0 {
 			a.printf("  kept every data file: a live hold needs version %d, which is already expired (run gc again once it is released)\n", t.HeldExpired)
 		}
+		a.printGCWAL(t, expire)
 		if len(t.Unknown) > 0 {
 			a.printf("  kept %s, e.g. %s\n", plural(len(t.Unknown), "unrecognised object"), t.Unknown[0])
 		}
@@ -208,3 +214,35 @@ func versionRange(vs []uint64) string {
 }
 
 func uitoa(v uint64) string { return strconv.FormatUint(v, 10) }
+
+// printGCWAL prints what gc found and kept in a table's WAL shards.
+func (a *app) printGCWAL(t gc.TableReport, expire string) {
+	for _, w := range t.WAL {
+		if w.Skipped != "" {
+			a.printf("  WAL shard %s: kept whole: %s\n", w.Shard, w.Skipped)
+			continue
+		}
+		a.printf("  WAL shard %s: shard manifest version %d (epoch %d, replay position %s), merged through generation %d in every retained version",
+			w.Shard, w.Version, w.Epoch, w.Replay, w.Merged)
+		if n := len(w.ExpiredManifests); n > 0 {
+			a.printf("; %s %s (tombstones)", expire, plural(n, "old shard manifest"))
+		}
+		a.printf("\n")
+	}
+	var parts []string
+	if n := t.Kept[gc.WALLog]; n > 0 {
+		parts = append(parts, logEntries(n)+" (above the replay position, or the last of an epoch)")
+	}
+	if n := t.Kept[gc.WALUnmerged]; n > 0 {
+		parts = append(parts, plural(n, "unmerged generation file"))
+	}
+	if n := t.Kept[gc.WALInFlight]; n > 0 {
+		parts = append(parts, plural(n, "in-flight generation file"))
+	}
+	if n := t.Kept[gc.WALUnread]; n > 0 {
+		parts = append(parts, plural(n, "object")+" of shards whose manifest does not read")
+	}
+	if len(parts) > 0 {
+		a.printf("  WAL kept: %s\n", strings.Join(parts, ", "))
+	}
+}

@@ -196,3 +196,58 @@ func TestFailedImportOfNewTableLeavesNoTable(t *testing.T) {
 		t.Fatalf("data files after a failed append: %v, want the table's one", m)
 	}
 }
+
+// TestInterruptedCommandsSayInterruptedAndWhatTheyLeft: Ctrl-C during a compaction, a
+// delete or an update says "interrupted" and what the interruption left, never the
+// operation the cancellation happened to cut short ('WHERE "…": greater_equal kernel:
+// interrupt signal received', 'filter deleted rows of <key>: …'), and leaves the table
+// as it was. An interrupted compaction resolves its own recovery sidecar at once (its
+// abort version fences it; its files are deleted): status shows nothing pending and
+// 'shale recover' need not be run after waiting for --min-age.
+func TestInterruptedCommandsSayInterruptedAndWhatTheyLeft(t *testing.T) {
+	e := freshEnv(t)
+	tbl := e.table("intcmd")
+	for i := range 3 {
+		e.ok("import", e.file(fmt.Sprintf("p%d.csv", i), fmt.Sprintf("id,v\n%d,1\n%d,2\n", 2*i, 2*i+1)), "--table", tbl)
+	}
+	want := e.ok("query", tbl, "--format", "csv")
+	versions := len(e.versions(tbl))
+	sidecars := e.count("_recovery/*.json")
+	records := e.count(tbl + "/_txn/*.txn")
+
+	t.Run("compact", func(t *testing.T) {
+		e := &env{t: t, home: e.home, dir: e.dir}
+		r := e.interruptAt("compaction.read_batch=block(/nonexistent)", func() bool { return sidecars() == 1 }, "compact", tbl)
+		if r.code != 1 || !strings.Contains(r.stderr, "shale: error: interrupted: nothing was compacted: "+tbl+" is unchanged (abort version") ||
+			strings.Contains(r.stderr, "interrupt signal received") {
+			t.Fatalf("interrupted compaction: %v", r)
+		}
+		if n := sidecars(); n != 0 {
+			t.Fatalf("%d recovery sidecars left", n)
+		}
+		if out := e.ok("status"); !strings.Contains(out, "in sync") || strings.Contains(out, "pending") {
+			t.Fatalf("status after an interrupted compaction:\n%s", out)
+		}
+		versions++ // the abort version
+	})
+	for _, c := range []struct {
+		name, spec string
+		args       []string
+	}{
+		{"delete", "manifest.before_version_put=block(/nonexistent)", []string{"delete", tbl, "--where", "v > 1"}},
+		{"update", "manifest.before_version_put=block(/nonexistent)", []string{"update", tbl, "--set", "v = v + 1", "--where", "v > 1"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := &env{t: t, home: e.home, dir: e.dir}
+			before := records()
+			r := e.interruptAt(c.spec, func() bool { return records() > before }, c.args...)
+			if r.code != 1 || !strings.Contains(r.stderr, "shale: error: interrupted: nothing was committed: "+tbl+" is unchanged") ||
+				strings.Contains(r.stderr, "WHERE") || strings.Contains(r.stderr, "interrupt signal received") {
+				t.Fatalf("interrupted %s: %v", c.name, r)
+			}
+		})
+	}
+	if got := e.ok("query", tbl, "--format", "csv"); got != want || len(e.versions(tbl)) != versions {
+		t.Fatalf("the table changed: %q, %d versions, want %d", got, len(e.versions(tbl)), versions)
+	}
+}

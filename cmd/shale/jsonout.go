@@ -31,6 +31,7 @@ import (
 	"github.com/shale-db/shale/repair"
 	"github.com/shale-db/shale/store"
 	"github.com/shale-db/shale/verify"
+	"github.com/shale-db/shale/wal"
 )
 
 // Error kinds of the --json error object. Callers branch on these; the message is for
@@ -64,7 +65,7 @@ func errorKind(err error, code int) string {
 		return kindInternal
 	case errors.Is(err, verify.ErrFaults), errors.Is(err, manifest.ErrCorrupt), errors.Is(err, catalog.ErrCorrupt),
 		errors.Is(err, engine.ErrDrift), errors.Is(err, manifest.ErrFormatTooNew), errors.Is(err, manifest.ErrFormatTooOld),
-		errors.Is(err, repair.ErrPublishedAhead):
+		errors.Is(err, repair.ErrPublishedAhead), errors.Is(err, wal.ErrCorrupt), errors.Is(err, wal.ErrFormatTooNew):
 		return kindCorrupt
 	case errors.Is(err, repair.ErrLogicalDrift), errors.Is(err, repair.ErrSidecarPending), errors.Is(err, repair.ErrGroupPending):
 		return kindRefused
@@ -75,15 +76,16 @@ func errorKind(err error, code int) string {
 		return kindExists
 	case errors.Is(err, manifest.ErrConflict), errors.Is(err, catalog.ErrConflict), errors.Is(err, catalog.ErrContended),
 		errors.Is(err, manifest.ErrTxnAborted), errors.Is(err, engine.ErrTableDropped), errors.Is(err, engine.ErrTableBusy),
-		errors.Is(err, engine.ErrStalePreparation):
+		errors.Is(err, engine.ErrStalePreparation), errors.Is(err, wal.ErrFenced), errors.Is(err, engine.ErrWALPending):
 		return kindConflict
 	case errors.Is(err, manifest.ErrInvalidTableName), errors.Is(err, filter.ErrSyntax), errors.Is(err, filter.ErrUnknownColumn),
 		errors.Is(err, filter.ErrType), errors.Is(err, filter.ErrUnsupported), errors.Is(err, filter.ErrArithmetic),
 		errors.Is(err, engine.ErrSchemaMismatch), errors.Is(err, ErrInput), errors.Is(err, ErrUnsupportedFormat),
-		errors.Is(err, engine.ErrInvalidIndexSpec), errors.Is(err, index.ErrUnsupportedType):
+		errors.Is(err, engine.ErrInvalidIndexSpec), errors.Is(err, index.ErrUnsupportedType),
+		errors.Is(err, engine.ErrNoWAL), errors.Is(err, engine.ErrShardOutOfRange), errors.Is(err, wal.ErrSchemaMismatch):
 		return kindInvalidInput
 	case errors.Is(err, store.ErrTransient), errors.Is(err, catalog.ErrEtcd), errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, index.ErrNoProgress):
+		errors.Is(err, index.ErrNoProgress), errors.Is(err, wal.ErrBacklog):
 		return kindUnavailable
 	}
 	return kindError

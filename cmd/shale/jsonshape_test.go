@@ -125,6 +125,12 @@ func TestJSONOutputIsOneObjectForEveryCommand(t *testing.T) {
 		{"repair TABLE", []string{"repair", tbl}, "shale repair [TABLE]"},
 		{"gc --dry-run", []string{"gc", "--dry-run"}, "shale gc [TABLE]"},
 		{"export -o", []string{"export", tbl, "-o", filepath.Join(e.dir, "x.parquet")}, "shale export TABLE -o FILE"},
+		{"wal append", []string{"wal", "append", csv, "--table", tbl + "_c"}, "shale wal append FILE"},
+		{"wal status", []string{"wal", "status", tbl + "_c"}, "shale wal status TABLE"},
+		{"wal scan", []string{"wal", "scan"}, "shale wal scan [TABLE]"},
+		{"wal merge", []string{"wal", "merge", tbl + "_c"}, "shale wal merge TABLE"},
+		{"wal merge nothing", []string{"wal", "merge", tbl + "_c", "--shard", "0"}, "shale wal merge TABLE"},
+		{"status with a WAL", []string{"status"}, "shale status"},
 		{"bench", []string{"bench", "--data", "", "--rows", "1000", "--suites", "import", "--reps", "1"}, "shale bench"},
 		{"drop", []string{"drop", tbl + "_c"}, "shale drop TABLE"},
 	}

@@ -61,6 +61,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
+	err = interrupted(ctx, cmd, cmdArgs(cmd), err)
 	code := exitError
 	var ue *usageError
 	if errors.As(err, &ue) || !app.started {
@@ -115,4 +116,12 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// cmdArgs are the positional arguments of the command that ran (cobra parsed them).
+func cmdArgs(cmd *cobra.Command) []string {
+	if cmd == nil {
+		return nil
+	}
+	return cmd.Flags().Args()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -47,6 +46,10 @@ object per row; the default with --json), arrow (an Arrow IPC stream, for pipes)
 			if flagChanged(cmd.Flags(), "version") {
 				v = &version
 			}
+			cols, err := parseColumns(columns)
+			if err != nil {
+				return err
+			}
 			if explain {
 				if flagChanged(cmd.Flags(), "format") {
 					return usagef("--explain prints the plan, not rows; it takes no --format (--json prints the plan as JSON)")
@@ -54,7 +57,7 @@ object per row; the default with --json), arrow (an Arrow IPC stream, for pipes)
 				if limit < 0 {
 					return usagef("--limit must be ≥ 0")
 				}
-				return a.explain(cmd.Context(), args[0], v, engine.ScanOptions{Columns: splitColumns(columns), Filter: where, Limit: limit, NoIndex: noIndex}, count)
+				return a.explain(cmd.Context(), args[0], v, engine.ScanOptions{Columns: cols, Filter: where, Limit: limit, NoIndex: noIndex}, count)
 			}
 			if count {
 				for _, f := range []string{"columns", "limit", "format"} {
@@ -81,7 +84,7 @@ object per row; the default with --json), arrow (an Arrow IPC stream, for pipes)
 			if format == outArrow && isTerminal(a.stdout) {
 				return usagef("--format arrow writes binary Arrow IPC; redirect stdout to a file or a pipe")
 			}
-			return a.query(cmd.Context(), args[0], v, engine.ScanOptions{Columns: splitColumns(columns), Filter: where, Limit: limit, NoIndex: noIndex}, format)
+			return a.query(cmd.Context(), args[0], v, engine.ScanOptions{Columns: cols, Filter: where, Limit: limit, NoIndex: noIndex}, format)
 		},
 	}
 	f := cmd.Flags()
@@ -94,17 +97,6 @@ object per row; the default with --json), arrow (an Arrow IPC stream, for pipes)
 	f.BoolVar(&explain, "explain", false, "run the query and print its plan and cost (indexes used, batches skipped, requests, bytes) instead of its rows")
 	f.BoolVar(&noIndex, "no-index", false, "scan without the table's indexes (the same rows; to compare)")
 	return cmd
-}
-
-// splitColumns parses --columns (nil for all).
-func splitColumns(columns string) []string {
-	var cols []string
-	if columns != "" {
-		for _, c := range strings.Split(columns, ",") {
-			cols = append(cols, strings.TrimSpace(c))
-		}
-	}
-	return cols
 }
 
 // tableAt opens a table at its published version, or at version v when v is not nil.

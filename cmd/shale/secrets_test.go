@@ -79,6 +79,10 @@ func TestCredentialsNeverPrintedByAnyCommand(t *testing.T) {
 		{"query", tbl, "--where", "city = 'Oslo'"},
 		{"update", tbl, "--set", "city='Rome'", "--where", "id = 1"},
 		{"delete", tbl, "--where", "id = 2"},
+		{"wal", "append", csvFile, "--table", tbl},
+		{"wal", "status", tbl},
+		{"wal", "scan"},
+		{"wal", "merge", tbl}, // the last of a command's scenarios is the one its failure paths run
 		{"versions", tbl},
 		{"inspect", tbl},
 		{"status"},

@@ -45,6 +45,8 @@ type statusRow struct {
 	RunningOperations int            `json:"running_operations"`
 	Holds             []catalog.Hold `json:"holds"` // live holds on the table
 	State             string         `json:"state"`
+	// WAL is the table's WAL backlog (absent for a table without a WAL).
+	WAL *walBacklog `json:"wal,omitempty"`
 	// Fault says why the published version cannot be read as the pointer names it (its
 	// manifest is missing, corrupt, or not the object whose checksum the pointer
 	// records); status then fails. 'shale verify' tells more.
@@ -194,7 +196,9 @@ Also listed: recovery sidecars (_recovery/*.json) left by maintenance operations
 (work for 'shale recover') or belonging to an operation still running (it holds a live
 catalog hold; a hold whose holder is a process of this host that has exited does not
 count: its operation is pending), and the live holds on each table: running
-compactions, pinned readers, long writes. Each published manifest is read and checked
+compactions, pinned readers, long writes; and for a table with a WAL, its backlog not
+merged yet: shards, flushed generations to merge, rows still in the log (every log entry
+above a replay position is read). Each published manifest is read and checked
 against the checksum its pointer records; a mismatch is corruption. A table is "in
 sync" only with no drift, no fault, no pending sidecar and no hold. status only reads.`,
 		Args: exactArgs(),
@@ -212,6 +216,19 @@ sync" only with no drift, no fault, no pending sidecar and no hold. status only 
 			faults, ferr := checkPublished(ctx, db, sts)
 			serr = errors.Join(serr, ferr)
 			rows := statusRows(sts, m, faults)
+			var names []string
+			for _, r := range rows {
+				if r.Fault == "" && r.Published <= r.Head {
+					names = append(names, r.Table)
+				}
+			}
+			backlogs, err := a.statusWAL(ctx, names)
+			if err != nil {
+				return err
+			}
+			for i := range rows {
+				rows[i].WAL = backlogs[rows[i].Table]
+			}
 			if a.jsonOut {
 				sidecars := m.sidecars
 				if sidecars == nil {
@@ -223,14 +240,18 @@ sync" only with no drift, no fault, no pending sidecar and no hold. status only 
 				}
 				return serr
 			}
-			a.printf("store: %s\netcd:  %v\n\n", db.Store().URL(), a.coord.Endpoints())
+			a.printf("store: %s\netcd:  %s\n\n", db.Store().URL(), endpointList(a.coord.Endpoints()))
 			if len(sts) == 0 {
 				a.printf("no tables\n")
 			} else {
-				grid := [][]string{{"TABLE", "HEAD", "PUBLISHED", "DRIFT", "SIDECARS", "HOLDS", "STATE"}}
+				grid := [][]string{{"TABLE", "HEAD", "PUBLISHED", "DRIFT", "SIDECARS", "HOLDS", "WAL BACKLOG", "STATE"}}
 				for _, r := range rows {
+					wal := "-"
+					if r.WAL != nil {
+						wal = fmt.Sprintf("%s: %s, %s", plural(r.WAL.Shards, "shard"), generations(r.WAL.PendingGenerations), plural(r.WAL.LogRows, "log row"))
+					}
 					grid = append(grid, []string{r.Table, fmt.Sprint(r.Head), fmt.Sprint(r.Published), thousandsU(r.Drift),
-						thousands(int64(r.PendingSidecars)), thousands(int64(len(r.Holds))), r.State})
+						thousands(int64(r.PendingSidecars)), thousands(int64(len(r.Holds))), wal, r.State})
 				}
 				a.printGrid(grid, map[int]bool{1: true, 2: true, 3: true, 4: true, 5: true})
 			}

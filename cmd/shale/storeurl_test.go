@@ -32,7 +32,7 @@ func TestReadOnlyCommandsCreateNothing(t *testing.T) {
 	if err := os.Mkdir(empty, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	readOnly := [][]string{{"status"}, {"query", "t"}, {"versions", "t"}, {"inspect", "t"}, {"verify"}, {"verify", "t"}}
+	readOnly := [][]string{{"status"}, {"query", "t"}, {"versions", "t"}, {"inspect", "t"}, {"verify"}, {"verify", "t"}, {"index", "list", "t"}, {"wal", "status", "t"}}
 	for _, args := range readOnly {
 		for _, jsonFlag := range []string{"", "--json"} {
 			a := append(append([]string{}, args...), "--store", "file://"+missing)

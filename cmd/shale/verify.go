@@ -20,6 +20,10 @@ manifest chain 1..HEAD (every manifest present and decoding, each transaction re
 present); and every data file and deletion vector of the published version, read in full
 (every CRC32C, the row counts against the manifest, the deletion vector's cardinality and
 row range), plus the index entries. --all-versions reads the files of every version.
+WAL shards: every shard manifest version decodes and none is missing, each shard's merged
+watermark is at most its sealed generation with the generations above it contiguous,
+those generations' files are read in full, and every log entry above the replay
+position decodes.
 
 Each fault is printed naming the object key and the version. The exit status is 1 if
 there is any fault, 0 if none. Notes (drift, aborted multi-table group versions, index
@@ -102,6 +106,10 @@ func (a *app) printVerify(rep *verify.Report) {
 		a.printf("%s: HEAD %d, published %s, %s; read %s %s: %s, %s, %s\n",
 			t.Table, t.Head, pub, plural(t.Versions, "manifest"), pluralWord(len(deep), "version"), strings.Join(deep, ","),
 			plural(t.DataFiles, "data file"), plural(t.Deletions, "deletion vector"), humanBytes(t.Bytes))
+		if t.WALShards > 0 {
+			a.printf("%s: WAL: %s, %s read, %s decoded (%s)\n", t.Table, plural(t.WALShards, "shard"),
+				plural(t.WALGenerations, "unmerged generation"), logEntries(t.WALEntries), plural(t.WALEntryRows, "row"))
+		}
 	}
 	for _, n := range rep.Notes {
 		a.printf("note:  %s\n", n)

@@ -33,6 +33,7 @@ import (
 	"github.com/shale-db/shale/manifest/catalog"
 	"github.com/shale-db/shale/recovery"
 	"github.com/shale-db/shale/store"
+	"github.com/shale-db/shale/wal"
 )
 
 // docKey is one row of a key table in docs/format.md.
@@ -118,6 +119,9 @@ var cborTypes = map[string]reflect.Type{
 	"manifest.RewriteGroup":      reflect.TypeFor[manifest.RewriteGroup](),
 	"manifest.GroupRef":          reflect.TypeFor[manifest.GroupRef](),
 	"manifest.WALMerge":          reflect.TypeFor[manifest.WALMerge](),
+	"wal.ShardManifest":          reflect.TypeFor[wal.ShardManifest](),
+	"wal.Generation":             reflect.TypeFor[wal.Generation](),
+	"wal.Position":               reflect.TypeFor[wal.Position](),
 	"fragment.DataFile":          reflect.TypeFor[fragment.DataFile](),
 	"fragment.BatchInfo":         reflect.TypeFor[fragment.BatchInfo](),
 	"fragment.ColumnStats":       reflect.TypeFor[fragment.ColumnStats](),
