@@ -89,6 +89,11 @@ type Options struct {
 	// MergeSidecars, when set, stores a recovery sidecar for every WAL merge before it
 	// commits (recovery.MergeSidecars; the CLI sets it).
 	MergeSidecars MergeSidecars
+	// ManifestCacheBytes bounds the DB's cache of decoded published manifests
+	// (manifest.Cache, keyed by table, version and checksum): 0 is
+	// manifest.DefaultCacheBytes (64 MiB), negative turns it off. With it, opening a table
+	// at a published version this DB has read before costs the catalog read alone.
+	ManifestCacheBytes int64
 }
 
 // DB is a set of tables in one store, with the etcd catalog that publishes them when
@@ -111,6 +116,8 @@ type DB struct {
 	// publishes flushes and merges to them off the write path.
 	demand *demand.Records
 	pub    *demand.Publisher
+	// manifests caches decoded published manifests (nil: off).
+	manifests *manifest.Cache
 }
 
 // Open opens the tables of store s. With opts.Etcd it reads (or creates) the store's id and
@@ -138,6 +145,9 @@ func Open(ctx context.Context, s store.Store, opts Options) (*DB, error) {
 		opts.GroupTimeout = 30 * time.Second
 	}
 	db := &DB{store: s, opts: opts}
+	if opts.ManifestCacheBytes >= 0 {
+		db.manifests = manifest.NewCache(opts.ManifestCacheBytes)
+	}
 	if opts.Etcd != nil {
 		id, err := storeID(ctx, s)
 		if err != nil {
@@ -171,6 +181,9 @@ func storeID(ctx context.Context, s store.Store) (string, error) {
 	}
 	return strings.TrimSpace(string(b)), nil
 }
+
+// ManifestCache reports the DB's manifest cache counters (zero when it is off).
+func (db *DB) ManifestCache() manifest.CacheStats { return db.manifests.Stats() }
 
 // Store is the DB's object store.
 func (db *DB) Store() store.Store { return db.store }
@@ -513,7 +526,7 @@ func (db *DB) latest(ctx context.Context, name string) (*manifest.Manifest, erro
 		p, _, err := db.cat.Get(ctx, name)
 		switch {
 		case err == nil:
-			return manifest.LoadVerified(ctx, db.store, name, p.Version, p.Checksum)
+			return db.manifests.LoadVerified(ctx, db.store, name, p.Version, p.Checksum)
 		case !errors.Is(err, catalog.ErrNoPointer):
 			return nil, fmt.Errorf("table %q: read published version: %w", name, err)
 		}

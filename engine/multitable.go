@@ -64,7 +64,7 @@ func (db *DB) Snapshot(ctx context.Context, names ...string) (*Snapshot, error) 
 		if !ok {
 			return nil, fmt.Errorf("snapshot: %w: %q has no published version", manifest.ErrTableNotFound, n)
 		}
-		m, err := manifest.LoadVerified(ctx, db.store, n, p.Version, p.Checksum)
+		m, err := db.manifests.LoadVerified(ctx, db.store, n, p.Version, p.Checksum)
 		if err != nil {
 			return nil, err
 		}

@@ -34,7 +34,7 @@ func Build(table string, parent *Manifest, txn Transaction) (*Manifest, error) {
 			return nil, fmt.Errorf("table %q already exists", table)
 		}
 		m = parent.clone()
-		m.checksum, m.content = 0, 0
+		m.checksum, m.content, m.size = 0, 0, 0
 	}
 	m.Version++
 	if txn.Op.Kind == OpCreate {

@@ -186,20 +186,30 @@ func Commit(ctx context.Context, s store.Store, table string, read *Manifest, tx
 		if err != nil {
 			return nil, w.stats, err
 		}
-		if err := seamBeforeTxnPut.Inject(ctx); err != nil {
-			return nil, w.stats, err
-		}
-		if err := s.Put(ctx, next.TxnKey, rec); err != nil {
-			return nil, w.stats, fmt.Errorf("table %q: write transaction record: %w", table, err)
-		}
 		body, err := next.Encode()
 		if err != nil {
 			return nil, w.stats, err
 		}
-		if err := seamBeforeVersionPut.Inject(ctx); err != nil {
+		if err := seamBeforeTxnPut.Inject(ctx); err != nil {
 			return nil, w.stats, err
 		}
-		err = s.PutIfAbsent(ctx, next.Key(), body)
+		// The record is durable before the manifest is created (the order verify and
+		// repair rely on); a store that can overlaps the two writes' staging (on local
+		// disk both temp files are fsynced at once).
+		seamErr := false
+		putErr, err := store.PutThenPutIfAbsent(ctx, s, next.TxnKey, rec, func(ctx context.Context) error {
+			if err := seamBeforeVersionPut.Inject(ctx); err != nil {
+				seamErr = true
+				return err
+			}
+			return nil
+		}, next.Key(), body)
+		if putErr != nil {
+			return nil, w.stats, fmt.Errorf("table %q: write transaction record: %w", table, putErr)
+		}
+		if seamErr {
+			return nil, w.stats, err
+		}
 		if err == nil {
 			err = seamAfterVersionPut.Inject(ctx)
 			if err != nil {

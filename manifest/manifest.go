@@ -55,6 +55,7 @@ type Manifest struct {
 	IncarnationSince uint64 `cbor:",omitempty"`
 
 	checksum uint32 // CRC32C of the object this manifest was decoded from (not encoded)
+	size     int64  // length of that object (0 when not decoded; not encoded)
 	// content is the version whose content this manifest carries when it was renumbered
 	// (0: its own; not encoded).
 	content uint64
@@ -201,7 +202,7 @@ func DecodeManifest(table string, version uint64, key string, b []byte) (*Manife
 	if _, err := m.Schema.Arrow(); err != nil {
 		return nil, &ObjectError{Table: table, Version: version, Key: key, Err: err}
 	}
-	m.checksum = Checksum(b)
+	m.checksum, m.size = Checksum(b), int64(len(b))
 	return m, nil
 }
 
@@ -226,7 +227,7 @@ func (m *Manifest) renumbered(v uint64) *Manifest {
 	c := m.clone()
 	c.content = m.ContentVersion()
 	c.Version = v
-	c.checksum = 0
+	c.checksum, c.size = 0, 0
 	return c
 }
 

@@ -174,23 +174,56 @@ func (s *localStore) Head(ctx context.Context, key string) (ObjectInfo, error) {
 // ensureDir creates dir and any missing parents below the root, fsyncing each parent
 // after a child is created in it so the new names survive a crash.
 func (s *localStore) ensureDir(dir string) error {
+	parents, err := s.makeDirs(dir)
+	if err != nil {
+		return err
+	}
+	return syncDirs(parents)
+}
+
+// makeDirs creates dir and any missing parents below the root and returns the
+// directories that gained an entry (each created directory's parent, outermost first):
+// the new names are durable once those are fsynced (syncDirs).
+func (s *localStore) makeDirs(dir string) ([]string, error) {
 	if fi, err := os.Stat(dir); err == nil {
 		if !fi.IsDir() {
-			return fmt.Errorf("%s is an object, not a directory: %w", dir, syscall.ENOTDIR)
+			return nil, fmt.Errorf("%s is an object, not a directory: %w", dir, syscall.ENOTDIR)
 		}
-		return nil
+		return nil, nil
 	}
 	parent := filepath.Dir(dir)
 	if parent == dir || !strings.HasPrefix(dir, s.root) {
-		return fmt.Errorf("cannot create %s", dir)
+		return nil, fmt.Errorf("cannot create %s", dir)
 	}
-	if err := s.ensureDir(parent); err != nil {
-		return err
+	parents, err := s.makeDirs(parent)
+	if err != nil {
+		return nil, err
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
+		return nil, err
 	}
-	return syncDir(parent)
+	return append(parents, parent), nil
+}
+
+// syncDirs fsyncs dirs, all at once.
+func syncDirs(dirs []string) error {
+	switch len(dirs) {
+	case 0:
+		return nil
+	case 1:
+		return syncDir(dirs[0])
+	}
+	errs := make(chan error, len(dirs))
+	for _, d := range dirs {
+		go func() { errs <- syncDir(d) }()
+	}
+	var first error
+	for range dirs {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // writeTemp writes data to a new fsynced temp file under the store's temp directory.
@@ -230,12 +263,41 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// prepare makes the key's directory and a durable temp file holding data.
+// prepare makes the key's directory and a durable temp file holding data. The fsyncs
+// that make new directories durable run while the temp file is written and fsynced; both
+// are done before prepare returns, so the key's directory entry (the rename or link that
+// follows) is only ever made in a durable directory, from durable bytes.
 func (s *localStore) prepare(final string, data []byte) (string, error) {
-	if err := s.ensureDir(filepath.Dir(final)); err != nil {
+	parents, err := s.makeDirs(filepath.Dir(final))
+	if err != nil {
 		return "", err
 	}
-	return s.writeTemp(data)
+	if len(parents) == 0 {
+		return s.writeTemp(data)
+	}
+	synced := make(chan error, 1)
+	go func() { synced <- syncDirs(parents) }()
+	tmp, err := s.writeTemp(data)
+	if serr := <-synced; err == nil && serr != nil {
+		os.Remove(tmp)
+		err = serr
+	}
+	if err != nil {
+		return "", err
+	}
+	return tmp, nil
+}
+
+// prepareBoth is prepare of two objects at once.
+func (s *localStore) prepareBoth(finalA string, dataA []byte, finalB string, dataB []byte) (tmpA string, errA error, tmpB string, errB error) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tmpB, errB = s.prepare(finalB, dataB)
+	}()
+	tmpA, errA = s.prepare(finalA, dataA)
+	<-done
+	return tmpA, errA, tmpB, errB
 }
 
 func (s *localStore) Put(ctx context.Context, key string, data []byte) error {
@@ -243,11 +305,17 @@ func (s *localStore) Put(ctx context.Context, key string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	fail := func(err error) error { return s.namer(OpPut, key).fail(ErrPermanent, err) }
 	tmp, err := s.prepare(final, data)
 	if err != nil {
-		return fail(err)
+		return s.namer(OpPut, key).fail(ErrPermanent, err)
 	}
+	return s.place(key, final, tmp, data)
+}
+
+// place renames the durable temp file tmp over the key's file and fsyncs its directory
+// (the second half of Put).
+func (s *localStore) place(key, final, tmp string, data []byte) error {
+	fail := func(err error) error { return s.namer(OpPut, key).fail(ErrPermanent, err) }
 	if err := os.Rename(tmp, final); err != nil {
 		os.Remove(tmp)
 		return fail(err)
@@ -265,11 +333,59 @@ func (s *localStore) PutIfAbsent(ctx context.Context, key string, data []byte) e
 	if err != nil {
 		return err
 	}
-	n := s.namer(OpPutIfAbsent, key)
 	tmp, err := s.prepare(final, data)
 	if err != nil {
-		return n.fail(ErrPermanent, err)
+		return s.namer(OpPutIfAbsent, key).fail(ErrPermanent, err)
 	}
+	return s.link(ctx, key, final, tmp, data)
+}
+
+// PutThenPutIfAbsent (Sequencer): both temp files are written and fsynced at once (with
+// the fsyncs of any directory created for either key); then, in order, the Put's rename
+// and the fsync of its directory, between, and the put-if-absent's link and the fsync of
+// its directory. Compared with Put then PutIfAbsent, one temp file fsync is no longer
+// waited for on its own; what is durable when each object becomes visible is the same.
+func (s *localStore) PutThenPutIfAbsent(ctx context.Context, putKey string, putData []byte, between func(context.Context) error, key string, data []byte) (error, error) {
+	// Validate the second key before anything is written, without counting it yet.
+	if err := validKey(key); err != nil {
+		return s.namer(OpPutIfAbsent, key).fail(ErrPermanent, err), nil
+	}
+	if key == TempDir || strings.HasPrefix(key, TempDir+"/") {
+		return s.namer(OpPutIfAbsent, key).fail(ErrPermanent, fmt.Errorf("key %q is inside the store's temp directory", key)), nil
+	}
+	finalPut, err := s.start(ctx, OpPut, putKey)
+	if err != nil {
+		return err, nil
+	}
+	finalPIA := filepath.Join(s.root, filepath.FromSlash(key))
+	tmpPut, errPut, tmpPIA, errPIA := s.prepareBoth(finalPut, putData, finalPIA, data)
+	if errPIA == nil {
+		defer os.Remove(tmpPIA)
+	}
+	if errPut != nil {
+		return s.namer(OpPut, putKey).fail(ErrPermanent, errPut), nil
+	}
+	if err := s.place(putKey, finalPut, tmpPut, putData); err != nil {
+		return err, nil
+	}
+	if between != nil {
+		if err := between(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := s.start(ctx, OpPutIfAbsent, key); err != nil {
+		return nil, err
+	}
+	if errPIA != nil {
+		return nil, s.namer(OpPutIfAbsent, key).fail(ErrPermanent, errPIA)
+	}
+	return nil, s.link(ctx, key, finalPIA, tmpPIA, data)
+}
+
+// link creates the key's file as a hard link of the durable temp file tmp (EEXIST: the
+// key is taken) and fsyncs its directory: the second half of PutIfAbsent. tmp is removed.
+func (s *localStore) link(ctx context.Context, key, final, tmp string, data []byte) error {
+	n := s.namer(OpPutIfAbsent, key)
 	defer os.Remove(tmp)
 	rb := readBack{
 		head: func(ctx context.Context) (int64, []byte, error) {
@@ -393,4 +509,7 @@ func (s *localStore) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
-var _ Store = (*localStore)(nil)
+var (
+	_ Store     = (*localStore)(nil)
+	_ Sequencer = (*localStore)(nil)
+)

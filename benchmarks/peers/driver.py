@@ -7,8 +7,12 @@ Run it through run.sh, which makes the virtual environment and builds Shale's wo
 
 Suites (SUITES below; issue 13's comparisons are added as more entries):
     index   issue 10: BTree and ZoneMap builds and queries, Shale vs Lance
-    scan    issue 13 (first cases): import from Parquet, warm full scan, origin = 'SEA'
-            without an index; Shale vs Lance and pyarrow on the same IPC + ZSTD bytes
+    scan    issue 13's data path: import from Parquet, warm full scan, origin = 'SEA'
+            without an index (warm and first), random-key lookups without an index;
+            Shale vs Lance, Delta, DuckDB and pyarrow on the same IPC + ZSTD bytes
+    commit  issue 13's commit path: 100-row appends (commits 11-100), open at 1,000
+            versions, writer processes (4 x 50 appends, and 1 to 8 for scaling); Shale
+            vs Lance (and Delta for appends)
 """
 
 import argparse
@@ -24,9 +28,10 @@ import time
 import harness as H
 import proto
 import suite_index
+import suite_commit
 import suite_scan
 
-SUITES = {"index": suite_index.run, "scan": suite_scan.run}
+SUITES = {"index": suite_index.run, "scan": suite_scan.run, "commit": suite_commit.run}
 
 
 class Context:
@@ -65,12 +70,18 @@ def main():
     ap.add_argument("--work", required=True, help="directory for each system's copy of the data")
     ap.add_argument("--data", default=os.path.join(repo, "testdata", "flights-3m.parquet"))
     ap.add_argument("--rows", type=int, default=0, help="cap on rows (0 = all)")
-    ap.add_argument("--suites", default="index", help=f"comma-separated: {', '.join(SUITES)}")
+    ap.add_argument("--suites", default=",".join(SUITES), help=f"comma-separated: {', '.join(SUITES)} (default: all)")
     ap.add_argument("--reps", type=int, default=9, help="timed repetitions of each query variant")
     ap.add_argument("--build-reps", type=int, default=5, help="timed repetitions of each index build")
     ap.add_argument("--import-reps", type=int, default=5, help="timed repetitions of each import (scan suite)")
     ap.add_argument("--lookup-reps", type=int, default=21, help="timed point lookups per variant")
     ap.add_argument("--lookup-keys", type=int, default=21, help="distinct lookup keys")
+    ap.add_argument("--commit-reps", type=int, default=5, help="repetitions of each 100-append series (commit suite)")
+    ap.add_argument("--open-reps", type=int, default=21, help="timed opens per variant (commit suite)")
+    ap.add_argument("--versions", type=int, default=1000, help="appends in the history that is opened (commit suite)")
+    ap.add_argument("--writer-procs", default="1,2,4,8", help="writer process counts (commit suite; 4 carries the target)")
+    ap.add_argument("--writer-commits", type=int, default=50, help="appends per writer process (commit suite)")
+    ap.add_argument("--writer-reps", type=int, default=3, help="repetitions of each writer count (commit suite)")
     ap.add_argument("--results", default=os.path.join(repo, "benchmarks", "RESULTS.md"), help="Markdown file to update")
     ap.add_argument("--no-write", action="store_true", help="print the tables without updating --results")
     args = ap.parse_args()
@@ -78,7 +89,8 @@ def main():
     for s in suites:
         if s not in SUITES:
             ap.error(f"unknown suite {s!r} (want {', '.join(SUITES)})")
-    for n in (args.reps, args.build_reps, args.import_reps, args.lookup_reps, args.lookup_keys):
+    for n in (args.reps, args.build_reps, args.import_reps, args.lookup_reps, args.lookup_keys, args.commit_reps, args.open_reps,
+              args.versions, args.writer_commits, args.writer_reps):
         if n < 1:
             ap.error("repetition and key counts must be at least 1")
     os.makedirs(args.work, exist_ok=True)
@@ -90,6 +102,10 @@ def main():
         "lance": proto.Worker("lance", [sys.executable, os.path.join(here, "lance_worker.py")]),
         "pyarrow": proto.Worker("pyarrow", [sys.executable, os.path.join(here, "arrow_worker.py")]),
     }
+    if "scan" in suites or "commit" in suites:
+        workers["delta"] = proto.Worker("delta", [sys.executable, os.path.join(here, "delta_worker.py")])
+    if "scan" in suites:
+        workers["duckdb"] = proto.Worker("duckdb", [sys.executable, os.path.join(here, "duckdb_worker.py")])
     try:
         hello = {n: w.call("hello") for n, w in workers.items()}
         prepared = {}
@@ -131,17 +147,20 @@ def main():
 
 def render_header(suite, args, m, hello, prepared, started, ended, took, load0, load1):
     sh, la = hello["shale"], hello["lance"]
+    others = "".join(f", {k} {hello[n][k]}" for n, k in (("delta", "deltalake"), ("duckdb", "duckdb")) if n in hello)
     commit = m.get("commit", "?") + (" (uncommitted changes)" if m.get("dirty") else "")
     lines = [
         f"Measured {started.strftime('%Y-%m-%d %H:%M')}–{ended.strftime('%H:%M')} UTC (suite took {took:.0f} s) at commit {commit}: "
         f"{m.get('cpu', '?')}, {m.get('nproc')} CPUs, {m.get('mem_gib', '?')} GiB; Shale {sh.get('go')} (GOMAXPROCS {sh.get('gomaxprocs')}), "
-        f"pylance {la.get('pylance')}, pyarrow {la.get('pyarrow')}, Python {la.get('python')}.",
+        f"pylance {la.get('pylance')}, pyarrow {la.get('pyarrow')}{others}, Python {la.get('python')}.",
         f"Load average (1, 5, 15 min): {' '.join(f'{x:.2f}' for x in load0)} at the start, {' '.join(f'{x:.2f}' for x in load1)} at the end.",
         f"Data: {os.path.basename(args.data)}, {prepared['shale']['rows']:,} rows; Shale: {prepared['shale']['fragments']} fragments, "
         f"{prepared['shale']['batches']} batches (file://, embedded etcd), imported in {prepared['shale']['wall_s']:.1f} s; "
         f"Lance: {prepared['lance']['fragments']} fragments ({mb_str(prepared['lance'].get('bytes_on_disk'))}), written in {prepared['lance']['wall_s']:.1f} s "
         f"(both untimed by the comparisons). Repetitions: {args.reps} per query variant, {args.build_reps} per build, "
-        f"{args.lookup_reps} per lookup variant, {args.import_reps} per import; one warm-up round before each query's repetitions.",
+        f"{args.lookup_reps} per lookup variant, {args.import_reps} per import" +
+        (f"; {args.commit_reps} per append series, {args.open_reps} per open, {args.writer_reps} per writer count" if suite == "commit" else "") +
+        "; one warm-up round before each query's repetitions.",
     ]
     return "\n".join(lines)
 

@@ -27,7 +27,15 @@ on request (--suites), txn, compaction vs scan+write of the same table version (
 recover time with 0, 10 and 100 pending sidecars (recover), and WAL appends vs plain appends,
 queries over unmerged generations and MergeWAL vs scan+write (wal).
 Baselines and engine runs alternate in one process; figures are medians, ratios are
-baseline time / engine time. Progress goes to stderr. benchmarks/RESULTS.md records runs.`,
+baseline time / engine time. Progress goes to stderr. benchmarks/RESULTS.md records runs.
+
+What the baselines are: Shale's own building blocks without the engine around them.
+Import is compared with arrow-go's IPC file writer (ZSTD) plus a Put of each file to the
+same store; scan with a GET of each data file plus arrow-go's IPC reader; compaction
+with Table.Scan plus fragment.Writer. They show the engine's overhead over the encoding
+and decoding it uses, not how Shale compares with other engines: against Lance, Delta
+Lake, DuckDB and pyarrow (writing and reading the same Arrow IPC bytes) on the same data
+and machine, run benchmarks/peers/run.sh (Python 3; see benchmarks/RESULTS.md).`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()

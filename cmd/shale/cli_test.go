@@ -263,7 +263,7 @@ func TestOutputCountsReadAsEnglish(t *testing.T) {
 				t.Fatalf("shale %q: %q lacks %q", c.args, out, w)
 			}
 		}
-		for _, bad := range []string{"(s)", " 1 rows", " 1 fragments", " 1 columns", " 1 data files", "0 rows/s"} {
+		for _, bad := range []string{"(s)", " 1 rows", " 1 fragments", " 1 columns", " 1 data files", " 0 rows/s"} {
 			if strings.Contains(out, bad) {
 				t.Fatalf("shale %q says %q: %s", c.args, bad, out)
 			}

@@ -147,8 +147,13 @@ func TestPublishBudgetRunsOutPastOurVersion(t *testing.T) {
 			if r.err != nil || !r.st.Published {
 				t.Fatalf("Run: published %v, err %v; want success (pointer %d ≥ our version %d)", r.st.Published, r.err, p, ours)
 			}
-			if c.first && rule.Injected() != 0 {
-				t.Fatalf("the compaction attempted %d pointer writes, want none (the pointer was past it)", rule.Injected())
+			// The compaction's catalog remembers the pointer from before the writer moved
+			// it, so its publish may send its guarded write first (one round trip when
+			// nobody raced: catalog.lastSeen). That write compares the older mod
+			// revision and cannot land; the publish then decides on the pointer as it is.
+			// What must hold is that the writer's pointer was left in place.
+			if c.first && p != theirs {
+				t.Fatalf("pointer %d after the compaction's publish, want the writer's %d left in place (%d guarded writes attempted)", p, theirs, rule.Injected())
 			}
 			if sc := f.sidecars(); len(sc) != 0 {
 				t.Fatalf("sidecars left after a successful run: %+v", sc)

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -86,12 +87,64 @@ type Update struct {
 type Catalog struct {
 	cli    *clientv3.Client
 	prefix string
+	seen   lastSeen
 }
 
 // New returns a catalog whose pointers live under <prefix>/tables/ (a trailing "/" on
 // prefix is ignored).
 func New(cli *clientv3.Client, prefix string) *Catalog {
 	return &Catalog{cli: cli, prefix: strings.TrimRight(prefix, "/")}
+}
+
+// lastSeen remembers, per table, the newest pointer state this catalog read or wrote (by
+// mod revision), so a publish can send its guarded write first instead of reading the
+// pointer first: one etcd round trip instead of two when nobody else moved the pointer.
+// A remembered state is only ever a guess. It decides nothing by itself: a publish uses
+// it only when every update would write, and the write's compare on each key's mod
+// revision makes etcd check that the guess is still the pointer's current state (a mod
+// revision changes on every put and on a delete and re-create). A guess that is wrong
+// costs the failed compare, whose Else branch returns the current pointers, as the read
+// would have. Bounded: past maxSeen tables it starts over.
+type lastSeen struct {
+	mu sync.Mutex
+	m  map[string]state
+}
+
+const maxSeen = 4096
+
+func (l *lastSeen) note(table string, s state) {
+	if !s.present {
+		return // an absent pointer is never guessed: read it
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil || len(l.m) >= maxSeen {
+		l.m = make(map[string]state)
+	}
+	if old, ok := l.m[table]; !ok || old.modRev <= s.modRev {
+		l.m[table] = s
+	}
+}
+
+func (l *lastSeen) forget(table string) {
+	l.mu.Lock()
+	delete(l.m, table)
+	l.mu.Unlock()
+}
+
+// guess returns the remembered states of tables, or false when one is unknown.
+func (l *lastSeen) guess(tables []string) ([]state, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]state, len(tables))
+	for i, t := range tables {
+		s, ok := l.m[t]
+		if !ok {
+			return nil, false
+		}
+		out[i] = s
+	}
+	return out, true
 }
 
 // Key returns the etcd key of a table's pointer.
@@ -128,6 +181,7 @@ func (c *Catalog) Get(ctx context.Context, table string) (Pointer, int64, error)
 	if err != nil {
 		return Pointer{}, 0, &Error{"get", table, key, err}
 	}
+	c.seen.note(table, state{ptr: p, present: true, modRev: r.Kvs[0].ModRevision})
 	return p, r.Kvs[0].ModRevision, nil
 }
 
@@ -212,6 +266,7 @@ func (c *Catalog) Delete(ctx context.Context, table string) error {
 	if table == "" {
 		return &Error{"delete", table, key, fmt.Errorf("%w: empty table name", ErrInvalid)}
 	}
+	c.seen.forget(table)
 	if _, err := c.cli.Delete(ctx, key); err != nil {
 		return &Error{"delete", table, key, fmt.Errorf("%w: %w", ErrEtcd, err)}
 	}
@@ -230,6 +285,7 @@ func (c *Catalog) DeleteDropped(ctx context.Context, table string, marker Pointe
 	if table == "" {
 		return false, &Error{"delete", table, key, fmt.Errorf("%w: empty table name", ErrInvalid)}
 	}
+	c.seen.forget(table)
 	for attempt := 1; attempt <= maxAttempts; attempt++ {
 		r, err := c.cli.Get(ctx, key)
 		if err != nil {
@@ -348,6 +404,7 @@ func (c *Catalog) parse(tables []string, resps []*etcdserverpb.ResponseOp) ([]st
 			return nil, &Error{"read", tables[i], string(kvs[0].Key), err}
 		}
 		states[i] = state{ptr: p, present: true, modRev: kvs[0].ModRevision}
+		c.seen.note(tables[i], states[i])
 	}
 	return states, nil
 }
@@ -380,13 +437,30 @@ func (c *Catalog) publishDetailed(ctx context.Context, op string, updates []Upda
 	if err := validate(updates); err != nil {
 		return nil, nil, fail(err)
 	}
-	states, _, err := c.read(ctx, tables, 0)
-	if err != nil {
-		return nil, nil, withOp(err, op)
+	// The guarded write goes first when this catalog remembers every pointer's state and
+	// the guess says every update writes (see lastSeen); otherwise, or once the guess
+	// decides anything else, the pointers are read as before.
+	states, guessed := c.seen.guess(tables)
+	if !guessed {
+		var err error
+		if states, _, err = c.read(ctx, tables, 0); err != nil {
+			return nil, nil, withOp(err, op)
+		}
 	}
 	backoff := backoffBase
 	for attempt := 1; ; attempt++ {
 		plan, err := decideAll(updates, states)
+		if guessed && (err != nil || len(plan.writes) < len(updates)) {
+			// A guess decides nothing but a write that etcd checks: read, and decide on
+			// the pointers as they are.
+			guessed = false
+			if states, _, err = c.read(ctx, tables, 0); err != nil {
+				return nil, nil, withOp(err, op)
+			}
+			attempt--
+			continue
+		}
+		guessed = false
 		if err != nil {
 			return nil, nil, c.planError(op, updates, err)
 		}
@@ -441,6 +515,9 @@ func (c *Catalog) publishDetailed(ctx context.Context, op string, updates []Upda
 			return nil, nil, fail(fmt.Errorf("%w: %w", ErrEtcd, err))
 		}
 		if r.Succeeded {
+			for _, i := range plan.writes {
+				c.seen.note(updates[i].Table, state{ptr: plan.result[i], present: true, modRev: r.Header.Revision})
+			}
 			return plan.result, versionsOf(states), nil
 		}
 		if guard != nil {
@@ -465,7 +542,7 @@ func (c *Catalog) publishDetailed(ctx context.Context, op string, updates []Upda
 	// met our goal.
 	rctx, cancel := decisionContext(ctx)
 	defer cancel()
-	states, _, err = c.read(rctx, tables, 0)
+	states, _, err := c.read(rctx, tables, 0)
 	if err != nil {
 		return nil, nil, withOp(err, op)
 	}

@@ -18,6 +18,13 @@
 //	drop_table    drop args.table
 //	data_files    the local paths of the prepared table's data files (for a baseline
 //	              that reads the same bytes)
+//	appends       create args.table and commit args.commits appends of args.rows_per_commit
+//	              rows (the first rows of args.data), timing those after args.skip
+//	history       create args.table with args.commits such appends (one fragment each)
+//	open          DB.OpenTable(args.table) through the worker's DB, or a new one (args.cold)
+//	writers       args.procs writer processes (this binary again, SHALEPEER_WRITER set)
+//	              each committing args.commits_per_proc appends to a new args.table,
+//	              released together; checks exact counts (commits/s, latencies)
 //	query         scan args.filter (all columns unless args.columns) with args.mode
 //	              planner | force | noindex | fullscan; args.cold opens a fresh DB first
 //	              (empty index cache), untimed (timed; rows, store requests, the plan)
@@ -44,6 +51,13 @@ import (
 )
 
 func main() {
+	if cfg := os.Getenv(writerEnv); cfg != "" {
+		if err := runWriterChild(cfg); err != nil {
+			fmt.Fprintln(os.Stderr, "shalepeer writer:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if path := os.Getenv("SHALEPEER_CPUPROFILE"); path != "" {

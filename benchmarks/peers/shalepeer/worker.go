@@ -37,6 +37,7 @@ type worker struct {
 	db      *engine.DB
 	tbl     *engine.Table
 	table   string
+	dir     string // the working directory prepare was given
 	cleanup []func() error
 }
 
@@ -135,6 +136,24 @@ func (w *worker) do(ctx context.Context, op string, raw json.RawMessage) (any, e
 		return map[string]any{}, nil
 	case "data_files":
 		return w.dataFiles()
+	case "appends", "history", "writers":
+		var a smallArgs
+		if err := decode(&a); err != nil {
+			return nil, err
+		}
+		switch op {
+		case "appends":
+			return w.appends(ctx, a)
+		case "history":
+			return w.history(ctx, a)
+		}
+		return w.writers(ctx, a)
+	case "open":
+		var a openArgs
+		if err := decode(&a); err != nil {
+			return nil, err
+		}
+		return w.open(ctx, a)
 	case "query":
 		var a queryArgs
 		if err := decode(&a); err != nil {
@@ -142,7 +161,7 @@ func (w *worker) do(ctx context.Context, op string, raw json.RawMessage) (any, e
 		}
 		return w.query(ctx, a)
 	}
-	return nil, fmt.Errorf("unknown op %q (want hello, prepare, create_index, drop_index, import, drop_table, data_files, query, quit)", op)
+	return nil, fmt.Errorf("unknown op %q (want hello, prepare, create_index, drop_index, import, drop_table, data_files, query, appends, history, open, writers, quit)", op)
 }
 
 func (w *worker) hello() map[string]any {
@@ -235,7 +254,7 @@ func (w *worker) prepare(ctx context.Context, a prepareArgs) (*prepareResult, er
 	defer ds.Release()
 	res := &prepareResult{LoadS: time.Since(t0).Seconds(), StoreURL: st.URL()}
 	fmt.Fprintf(w.log, "shalepeer: loaded %d rows in %.1f s\n", ds.Rows, res.LoadS)
-	w.table = a.Table
+	w.table, w.dir = a.Table, a.Dir
 	err = w.measure(&res.timed, func() error {
 		tbl, err := w.db.CreateTable(ctx, a.Table, ds.Schema)
 		if err != nil {

@@ -1,0 +1,40 @@
+package store
+
+import "context"
+
+// Sequencer is implemented by stores that can overlap the durable staging of a Put and a
+// put-if-absent that must follow it (a commit's transaction record, then its manifest)
+// while keeping the order in which they become visible and durable. The local store
+// writes and fsyncs both temp files at once; the Put's rename and directory fsync still
+// complete before between runs, and the put-if-absent's link after it. Use
+// PutThenPutIfAbsent rather than calling it directly.
+type Sequencer interface {
+	// PutThenPutIfAbsent: see the package function of that name.
+	PutThenPutIfAbsent(ctx context.Context, putKey string, putData []byte, between func(context.Context) error, key string, data []byte) (putErr, err error)
+}
+
+// PutThenPutIfAbsent writes putKey as Put does; once that write has returned success
+// (the object durable where the store promises durability), it calls between (nil: none),
+// and if that returns nil, creates key as PutIfAbsent does. So the second object is never
+// visible before the first is durable, and never created when the first failed or between
+// refused. A store implementing Sequencer overlaps the work both writes can do before
+// either is visible (on local disk: writing and fsyncing both temp files); any other
+// store makes the two calls in turn.
+//
+// putErr is the Put's error (then nothing else was done); err is between's or
+// PutIfAbsent's (with PutIfAbsent's error classes). Requests are counted as one Put and,
+// when attempted, one PutIfAbsent.
+func PutThenPutIfAbsent(ctx context.Context, s Store, putKey string, putData []byte, between func(context.Context) error, key string, data []byte) (putErr, err error) {
+	if q, ok := s.(Sequencer); ok {
+		return q.PutThenPutIfAbsent(ctx, putKey, putData, between, key, data)
+	}
+	if err := s.Put(ctx, putKey, putData); err != nil {
+		return err, nil
+	}
+	if between != nil {
+		if err := between(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return nil, s.PutIfAbsent(ctx, key, data)
+}
