@@ -9,6 +9,8 @@ Suites (SUITES below; issue 13's comparisons are added as more entries):
     index   issue 10: BTree and ZoneMap builds and queries, Shale vs Lance
     scan    issue 13 (first cases): import from Parquet, warm full scan, origin = 'SEA'
             without an index; Shale vs Lance and pyarrow on the same IPC + ZSTD bytes
+    ab      this build of Shale against a baseline build (--shale-base BIN): import, scans
+            and filters, before/after in one run
 """
 
 import argparse
@@ -23,10 +25,11 @@ import time
 
 import harness as H
 import proto
+import suite_ab
 import suite_index
 import suite_scan
 
-SUITES = {"index": suite_index.run, "scan": suite_scan.run}
+SUITES = {"index": suite_index.run, "scan": suite_scan.run, "ab": suite_ab.run}
 
 
 class Context:
@@ -62,6 +65,7 @@ def main():
     repo = os.path.abspath(os.path.join(here, "..", ".."))
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shale-bin", required=True, help="the shalepeer worker binary (run.sh builds it)")
+    ap.add_argument("--shale-base", default="", help="a shalepeer binary of a baseline build (suite ab)")
     ap.add_argument("--work", required=True, help="directory for each system's copy of the data")
     ap.add_argument("--data", default=os.path.join(repo, "testdata", "flights-3m.parquet"))
     ap.add_argument("--rows", type=int, default=0, help="cap on rows (0 = all)")
@@ -90,6 +94,8 @@ def main():
         "lance": proto.Worker("lance", [sys.executable, os.path.join(here, "lance_worker.py")]),
         "pyarrow": proto.Worker("pyarrow", [sys.executable, os.path.join(here, "arrow_worker.py")]),
     }
+    if args.shale_base:
+        workers["shale-base"] = proto.Worker("shale-base", [args.shale_base])
     try:
         hello = {n: w.call("hello") for n, w in workers.items()}
         prepared = {}

@@ -172,6 +172,7 @@ type prepareResult struct {
 	Rows      int64   `json:"rows"`
 	Fragments int     `json:"fragments"`
 	Batches   int     `json:"batches"`
+	Bytes     int64   `json:"bytes"` // stored size of the data files
 	Version   uint64  `json:"version"`
 	StoreURL  string  `json:"store_url"`
 	LoadS     float64 `json:"load_s"` // reading the Parquet into memory (untimed by wall_s)
@@ -263,6 +264,7 @@ func (w *worker) prepare(ctx context.Context, a prepareArgs) (*prepareResult, er
 	for _, f := range m.Fragments {
 		for _, df := range f.Files {
 			res.Batches += len(df.Batches)
+			res.Bytes += df.Size
 		}
 	}
 	return res, nil
