@@ -416,7 +416,7 @@ func (w *worker) importParquet(ctx context.Context, a importArgs) (*importResult
 			return err
 		}
 		defer pr.Close()
-		fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: fragment.DefaultMaxRowsPerBatch}, memory.DefaultAllocator)
+		fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: fragment.DefaultMaxRowsPerBatch, Parallel: true}, memory.DefaultAllocator)
 		if err != nil {
 			return err
 		}
