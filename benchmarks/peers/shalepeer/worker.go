@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -216,6 +217,13 @@ func (w *worker) prepare(ctx context.Context, a prepareArgs) (*prepareResult, er
 	w.st = st
 	w.cleanup = append(w.cleanup, st.Close)
 	w.opts = engine.Options{Etcd: cli.Etcd(), Write: fragment.WriterOptions{Compression: fragment.CompressionZstd}}
+	if v := os.Getenv("SHALEPEER_SCAN_PARALLELISM"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("prepare: SHALEPEER_SCAN_PARALLELISM=%q is not a positive integer", v)
+		}
+		w.opts.ScanParallelism = n
+	}
 	if w.db, err = engine.Open(ctx, st, w.opts); err != nil {
 		return nil, err
 	}
