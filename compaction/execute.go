@@ -253,7 +253,10 @@ func (e *Executor) attempt(ctx context.Context, m *manifest.Manifest, p *Plan, s
 	if err != nil {
 		return nil, manifest.CommitStats{}, err
 	}
-	w := e.Write
+	w, err := engine.TableWriteOptions(e.Write, m.Config)
+	if err != nil {
+		return nil, manifest.CommitStats{}, fmt.Errorf("table %q version %d: %w", p.Table, m.Version, err)
+	}
 	if w.MaxRowsPerFile == 0 {
 		w.MaxRowsPerFile = int(p.Options.TargetRows)
 	}

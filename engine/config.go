@@ -61,6 +61,9 @@ func planConfig(upserts map[string]string, deletes []string) (manifest.Operation
 			return op, fmt.Errorf("%w: key %q is both set and deleted", ErrInvalidConfig, k)
 		}
 	}
+	if _, err := TableWriteOptions(WriteOptions{}, upserts); err != nil {
+		return op, err
+	}
 	if len(upserts) > 0 {
 		op.Config = maps.Clone(upserts)
 	}

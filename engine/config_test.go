@@ -117,3 +117,55 @@ func TestConfigConflicts(t *testing.T) {
 		t.Fatalf("final config %v, rows %d", head.Config(), mustCount(t, head, ""))
 	}
 }
+
+// TestWriteConfigChoosesCodecAndLevel: the table configuration keys shale.write.compression
+// and shale.write.compression_level choose how later appends store data files (the
+// earlier files keep theirs and every file reads back); bad values are refused when set.
+func TestWriteConfigChoosesCodecAndLevel(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, "")
+	tbl, err := db.CreateTable(ctx, "codec", kvSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRange(t, tbl, 0, 5000)
+	for _, bad := range []map[string]string{
+		{ConfigCompression: "gzip"}, {ConfigCompressionLevel: "0"}, {ConfigCompressionLevel: "23"}, {ConfigCompressionLevel: "fast"},
+	} {
+		if _, err := tbl.UpdateConfig(ctx, bad, nil); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "shale.write.") {
+			t.Errorf("UpdateConfig(%v): %v, want ErrInvalidConfig naming the key", bad, err)
+		}
+	}
+	sizes := map[string]int64{}
+	lastSize := func(label string) {
+		m := tbl.Manifest()
+		df := m.Fragments[len(m.Fragments)-1].Files[0]
+		sizes[label] = df.Size
+		if label == "lz4" && df.Compression != CompressionLZ4 || label != "lz4" && df.Compression != CompressionZstd {
+			t.Fatalf("%s: file compression %q", label, df.Compression)
+		}
+	}
+	lastSize("default")
+	if _, err := tbl.UpdateConfig(ctx, map[string]string{ConfigCompressionLevel: "19"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	appendRange(t, tbl, 0, 5000)
+	lastSize("zstd-19")
+	if _, err := tbl.UpdateConfig(ctx, map[string]string{ConfigCompression: "lz4"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	appendRange(t, tbl, 0, 5000)
+	lastSize("lz4")
+	if !(sizes["zstd-19"] < sizes["default"] && sizes["default"] < sizes["lz4"]) {
+		t.Fatalf("sizes %v: want zstd level 19 < level 1 (default) < lz4", sizes)
+	}
+	got := ids(t, tbl, "")
+	if len(got) != 15000 {
+		t.Fatalf("%d rows, want 15000", len(got))
+	}
+	for i, id := range got {
+		if id != int64(i%5000) {
+			t.Fatalf("row %d: id %d", i, id)
+		}
+	}
+}

@@ -45,6 +45,8 @@ type ScanOptions struct {
 	NoWAL bool
 	// forceIndexes (tests) uses every usable index whatever the cost estimates say.
 	forceIndexes bool
+	// noLate (tests) decodes every column of a batch before evaluating the filter.
+	noLate bool
 }
 
 // batchTask is one record batch of one fragment's data file that statistics could not rule
@@ -72,8 +74,14 @@ type scanPlan struct {
 	outCols  []int        // table schema indices of the returned columns
 	readCols []int        // table schema indices read (outCols ∪ filter columns)
 	out      *arrow.Schema
-	tasks    []batchTask
-	pruned   ScanStats
+	readSch  *arrow.Schema // the fields of readCols
+	// Late materialization: with a filter, a batch read from a data file decodes the
+	// readCols positions in filterPos, evaluates the filter, and decodes restPos only when
+	// a row is selected. late is false when restPos is empty (or ScanOptions.noLate).
+	filterPos, restPos []int
+	late               bool
+	tasks              []batchTask
+	pruned             ScanStats
 	// indexUses says how the planner used each index it considered.
 	indexUses   []IndexUse
 	indexPruned int  // batches statistics kept that the indexes skipped
@@ -128,14 +136,27 @@ func (t *Table) plan(ctx context.Context, opts ScanOptions) (*scanPlan, error) {
 	}
 	p.out = arrow.NewSchema(fields, nil)
 	p.readCols = append([]int(nil), p.outCols...)
+	var filterCols []int
 	if p.expr != nil {
 		for _, c := range p.expr.Columns() {
 			idx := schema.FieldIndices(c)[0]
+			filterCols = append(filterCols, idx)
 			if !containsInt(p.readCols, idx) {
 				p.readCols = append(p.readCols, idx)
 			}
 		}
 	}
+	readFields := make([]arrow.Field, len(p.readCols))
+	for i, c := range p.readCols {
+		readFields[i] = schema.Field(c)
+		if containsInt(filterCols, c) {
+			p.filterPos = append(p.filterPos, i)
+		} else {
+			p.restPos = append(p.restPos, i)
+		}
+	}
+	p.readSch = arrow.NewSchema(readFields, nil)
+	p.late = p.expr != nil && len(p.restPos) > 0 && !opts.noLate
 	m := t.m
 	for fi := range m.Fragments {
 		f := &m.Fragments[fi]
@@ -328,60 +349,54 @@ func (p *scanPlan) readBatch(ctx context.Context, st *scanState, task batchTask)
 	schema := t.Schema()
 	// A nullable column added (AddColumns) after the file was written reads as nulls.
 	fileCols := make([]int, 0, len(p.readCols))
-	recCol := make([]int, len(p.readCols)) // column of rec holding readCols[i], -1 = all null
-	for i, c := range p.readCols {
-		recCol[i] = -1
+	for _, c := range p.readCols {
 		if fc := indexOf(df.FieldIDs, t.m.Schema.FieldIDs[c]); fc >= 0 {
-			recCol[i] = len(fileCols)
 			fileCols = append(fileCols, fc)
 		} else if !schema.Field(c).Nullable {
 			return nil, nil, t.dataError(df.Key, fmt.Errorf("data file lacks non-nullable column %q", schema.Field(c).Name))
 		}
 	}
-	rec, err := fs.rd.ReadBatch(task.batch, fileCols)
+	bd, err := fs.rd.FetchBatch(task.batch, fileCols)
 	if err != nil {
 		return nil, nil, t.dataError(df.Key, err)
 	}
-	if rec.NumRows() != task.rows {
-		rec.Release()
-		return nil, nil, t.dataError(df.Key, fmt.Errorf("%w: batch %d has %d rows, manifest says %d", fragment.ErrCorrupt, task.batch, rec.NumRows(), task.rows))
+	if bd.Rows() != task.rows {
+		return nil, nil, t.dataError(df.Key, fmt.Errorf("%w: batch %d has %d rows, manifest says %d", fragment.ErrCorrupt, task.batch, bd.Rows(), task.rows))
 	}
-	fields := make([]arrow.Field, len(p.readCols))
 	cols := make([]arrow.Array, len(p.readCols))
-	for i, c := range p.readCols {
-		fields[i] = schema.Field(c)
-		if recCol[i] >= 0 {
-			cols[i] = rec.Column(recCol[i])
-		} else {
-			cols[i] = array.MakeArrayOfNull(t.db.opts.Allocator, fields[i].Type, int(rec.NumRows()))
-			defer cols[i].Release()
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
 		}
+	}()
+	decode := func(pos []int) error {
+		return p.decodeColumns(bd, df, pos, cols)
 	}
-	named := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, rec.NumRows())
-	rec.Release()
-
-	var mask *array.Boolean
-	if fs.dv != nil && !fs.dv.IsEmpty() {
-		mask = deletionMask(t.db.opts.Allocator, fs.dv, task.rowStart, task.rows)
-	}
-	if task.sel != nil {
-		sm := selectionMask(t.db.opts.Allocator, task.sel, task.rowStart, task.rows)
-		if mask == nil {
-			mask = sm
-		} else {
-			both := andMasks(t.db.opts.Allocator, mask, sm)
+	mask := p.rowMask(fs, task)
+	release := func() {
+		if mask != nil {
 			mask.Release()
-			sm.Release()
-			mask = both
 		}
 	}
 	if p.expr != nil {
-		fm, err := p.expr.Evaluate(ctx, named)
-		if err != nil {
-			named.Release()
-			if mask != nil {
-				mask.Release()
+		first := p.filterPos
+		if !p.late {
+			first = nil // every position, in one decode
+			for i := range p.readCols {
+				first = append(first, i)
 			}
+		}
+		if err := decode(first); err != nil {
+			release()
+			return nil, nil, err
+		}
+		frec := p.record(cols, first, task.rows)
+		fm, err := p.expr.Evaluate(ctx, frec)
+		frec.Release()
+		if err != nil {
+			release()
 			return nil, nil, fmt.Errorf("table %q: WHERE %q: %w", t.name, p.where, err)
 		}
 		if mask == nil {
@@ -392,8 +407,99 @@ func (p *scanPlan) readBatch(ctx context.Context, st *scanState, task batchTask)
 			fm.Release()
 			mask = both
 		}
+		if p.late {
+			if countTrue(mask) == 0 {
+				// No row of the batch is selected: its other columns are never decoded.
+				mask.Release()
+				return p.emptyRecord(), nil, nil
+			}
+			if err := decode(p.restPos); err != nil {
+				release()
+				return nil, nil, err
+			}
+		}
+	} else {
+		all := make([]int, len(p.readCols))
+		for i := range all {
+			all[i] = i
+		}
+		if err := decode(all); err != nil {
+			release()
+			return nil, nil, err
+		}
 	}
-	return named, mask, nil
+	return array.NewRecordBatch(p.readSch, cols, task.rows), mask, nil
+}
+
+// decodeColumns decodes the readCols positions pos of batch bd into cols (a column the
+// file lacks is all nulls).
+func (p *scanPlan) decodeColumns(bd *fragment.Batch, df *fragment.DataFile, pos []int, cols []arrow.Array) error {
+	t := p.t
+	var fileCols, at []int
+	for _, i := range pos {
+		if fc := indexOf(df.FieldIDs, t.m.Schema.FieldIDs[p.readCols[i]]); fc >= 0 {
+			fileCols = append(fileCols, fc)
+			at = append(at, i)
+		} else {
+			cols[i] = array.MakeArrayOfNull(t.db.opts.Allocator, p.readSch.Field(i).Type, int(bd.Rows()))
+		}
+	}
+	if len(fileCols) == 0 {
+		return nil
+	}
+	rec, err := bd.Decode(fileCols)
+	if err != nil {
+		return t.dataError(df.Key, err)
+	}
+	defer rec.Release()
+	for j, i := range at {
+		cols[i] = rec.Column(j)
+		cols[i].Retain()
+	}
+	return nil
+}
+
+// record is the readCols positions pos of cols as a record (the filter finds its columns
+// by name), valid while cols are.
+func (p *scanPlan) record(cols []arrow.Array, pos []int, rows int64) arrow.RecordBatch {
+	fields := make([]arrow.Field, len(pos))
+	arrs := make([]arrow.Array, len(pos))
+	for j, i := range pos {
+		fields[j], arrs[j] = p.readSch.Field(i), cols[i]
+	}
+	return array.NewRecordBatch(arrow.NewSchema(fields, nil), arrs, rows)
+}
+
+// emptyRecord is a batch of no rows with the readCols fields.
+func (p *scanPlan) emptyRecord() arrow.RecordBatch {
+	cols := make([]arrow.Array, len(p.readCols))
+	for i := range cols {
+		cols[i] = array.MakeArrayOfNull(p.t.db.opts.Allocator, p.readSch.Field(i).Type, 0)
+		defer cols[i].Release()
+	}
+	return array.NewRecordBatch(p.readSch, cols, 0)
+}
+
+// rowMask is the rows of task's batch that neither its fragment's deletion vector nor the
+// index selection excludes (nil: every row).
+func (p *scanPlan) rowMask(fs *fragmentState, task batchTask) *array.Boolean {
+	mem := p.t.db.opts.Allocator
+	var mask *array.Boolean
+	if fs.dv != nil && !fs.dv.IsEmpty() {
+		mask = deletionMask(mem, fs.dv, task.rowStart, task.rows)
+	}
+	if task.sel != nil {
+		sm := selectionMask(mem, task.sel, task.rowStart, task.rows)
+		if mask == nil {
+			mask = sm
+		} else {
+			both := andMasks(mem, mask, sm)
+			mask.Release()
+			sm.Release()
+			mask = both
+		}
+	}
+	return mask
 }
 
 // selectionMask is true at the rows of [start, start+n) in sel (one pass over sel's

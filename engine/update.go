@@ -194,7 +194,11 @@ func (t *Table) planUpdate(ctx context.Context, set map[string]string, where, tx
 		return updatedBatch{frag: task.frag.ID, rows: bm, rec: array.NewRecordBatch(schema, cols, matched.NumRows())}, nil
 	}
 
-	w, err := fragment.NewWriter(ctx, t.db.store, manifest.TxnDataDir(t.name, txnID), schema, t.m.Schema.FieldIDs, t.db.opts.Write)
+	wo, err := t.writeOptions()
+	if err != nil {
+		return manifest.Operation{}, 0, err
+	}
+	w, err := fragment.NewWriter(ctx, t.db.store, manifest.TxnDataDir(t.name, txnID), schema, t.m.Schema.FieldIDs, wo)
 	if err != nil {
 		return manifest.Operation{}, 0, err
 	}

@@ -96,7 +96,11 @@ func (t *Table) writeFragments(ctx context.Context, rdr array.RecordReader, sche
 	if err := checkSchema(t.name, schema, rdr.Schema()); err != nil {
 		return nil, 0, err
 	}
-	w, err := fragment.NewWriter(ctx, t.db.store, manifest.TxnDataDir(t.name, txnID), schema, fieldIDs, t.db.opts.Write)
+	wo, err := t.writeOptions()
+	if err != nil {
+		return nil, 0, err
+	}
+	w, err := fragment.NewWriter(ctx, t.db.store, manifest.TxnDataDir(t.name, txnID), schema, fieldIDs, wo)
 	if err != nil {
 		return nil, 0, err
 	}

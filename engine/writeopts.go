@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
+	"github.com/shale-db/shale/internal/fragment"
 	"github.com/shale-db/shale/manifest"
 )
 
@@ -31,6 +33,50 @@ const (
 	CompressionLZ4  = manifest.CompressionLZ4  // LZ4 frame: faster, larger
 	CompressionNone = manifest.CompressionNone // uncompressed
 )
+
+// Table configuration keys (UpdateConfig) choosing how the table's writes store data files;
+// they take precedence over Options.Write for that table, for appends, overwrites, updates,
+// and compaction's rewrites. Values are checked when set: UpdateConfig refuses a bad one
+// with ErrInvalidConfig.
+const (
+	// ConfigCompression is the data file codec: "zstd" (the default), "lz4" or "none".
+	ConfigCompression = "shale.write.compression"
+	// ConfigCompressionLevel is the ZSTD level, 1 (fastest, the default) to 22 (smallest;
+	// levels map to the encoder's four speeds: 1–2, 3–5, 6–9, 10–22). LZ4 and none ignore it.
+	ConfigCompressionLevel = "shale.write.compression_level"
+)
+
+// TableWriteOptions returns base with the table configuration's write keys applied
+// (ConfigCompression, ConfigCompressionLevel). Errors: ErrInvalidConfig naming the key
+// for a value this build does not understand.
+func TableWriteOptions(base WriteOptions, config map[string]string) (WriteOptions, error) {
+	if v, ok := config[ConfigCompression]; ok {
+		c := Compression(v)
+		switch c {
+		case CompressionZstd, CompressionLZ4, CompressionNone:
+		default:
+			return base, fmt.Errorf("%w: %s = %q (want zstd, lz4 or none)", ErrInvalidConfig, ConfigCompression, v)
+		}
+		base.Compression = c
+	}
+	if v, ok := config[ConfigCompressionLevel]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > fragment.MaxZstdLevel {
+			return base, fmt.Errorf("%w: %s = %q (want an integer from 1 to %d)", ErrInvalidConfig, ConfigCompressionLevel, v, fragment.MaxZstdLevel)
+		}
+		base.CompressionLevel = n
+	}
+	return base, nil
+}
+
+// writeOptions are the WriteOptions of this table's writes at its version.
+func (t *Table) writeOptions() (WriteOptions, error) {
+	o, err := TableWriteOptions(t.db.opts.Write, t.m.Config)
+	if err != nil {
+		return o, fmt.Errorf("table %q version %d: %w", t.name, t.m.Version, err)
+	}
+	return o, nil
+}
 
 // WriteOption tunes one write (Append, AppendRecord, Overwrite, Delete, Update,
 // PrepareAppend, PrepareDelete).

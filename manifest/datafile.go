@@ -91,10 +91,11 @@ const (
 // WriteOptions tune how a write stores data files. Zero values take the defaults:
 //
 //	Compression         Compression       codec, default CompressionZstd
+//	CompressionLevel    int               ZSTD level 1 (fastest, the default) to 22
 //	MaxRowsPerBatch     int               rows per IPC record batch, default DefaultMaxRowsPerBatch
 //	MaxRowsPerFile      int               rows per data file, default DefaultMaxRowsPerFile
 //	Allocator           memory.Allocator  Arrow memory, default memory.DefaultAllocator
-//	CompressConcurrency int               column buffers of one batch compressed at once, default 2
+//	CompressConcurrency int               goroutines encoding batches and columns at once, default GOMAXPROCS (at most 8)
 //
 // Batches are the unit of a range read and of statistics pruning: smaller batches prune
 // finer and cost more requests. The options change how rows are laid out, never which

@@ -58,7 +58,10 @@ var cborEnc = func() cbor.EncMode {
 }()
 
 var cborDec = func() cbor.DecMode {
-	m, err := cbor.DecOptions{MaxArrayElements: 1 << 27, MaxMapPairs: 1 << 24}.DecMode()
+	// UTF8DecodeInvalid: binary columns' statistics (fragment.KindBinary) are raw bytes
+	// held in a Go string, which the encoder writes as CBOR text whatever the bytes; the
+	// decoder must take them back as they are (a checksum covers every manifest anyway).
+	m, err := cbor.DecOptions{MaxArrayElements: 1 << 27, MaxMapPairs: 1 << 24, UTF8: cbor.UTF8DecodeInvalid}.DecMode()
 	if err != nil {
 		panic(err)
 	}

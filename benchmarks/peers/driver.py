@@ -13,6 +13,8 @@ Suites (SUITES below; issue 13's comparisons are added as more entries):
     commit  issue 13's commit path: 100-row appends (commits 11-100), open at 1,000
             versions, writer processes (4 x 50 appends, and 1 to 8 for scaling); Shale
             vs Lance (and Delta for appends)
+    ab      this build of Shale against a baseline build (--shale-base BIN): import, scans
+            and filters, before/after in one run
 """
 
 import argparse
@@ -27,11 +29,12 @@ import time
 
 import harness as H
 import proto
+import suite_ab
 import suite_index
 import suite_commit
 import suite_scan
 
-SUITES = {"index": suite_index.run, "scan": suite_scan.run, "commit": suite_commit.run}
+SUITES = {"index": suite_index.run, "scan": suite_scan.run, "commit": suite_commit.run, "ab": suite_ab.run}
 
 
 class Context:
@@ -67,6 +70,7 @@ def main():
     repo = os.path.abspath(os.path.join(here, "..", ".."))
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shale-bin", required=True, help="the shalepeer worker binary (run.sh builds it)")
+    ap.add_argument("--shale-base", default="", help="a shalepeer binary of a baseline build (suite ab)")
     ap.add_argument("--work", required=True, help="directory for each system's copy of the data")
     ap.add_argument("--data", default=os.path.join(repo, "testdata", "flights-3m.parquet"))
     ap.add_argument("--rows", type=int, default=0, help="cap on rows (0 = all)")
@@ -106,6 +110,8 @@ def main():
         workers["delta"] = proto.Worker("delta", [sys.executable, os.path.join(here, "delta_worker.py")])
     if "scan" in suites:
         workers["duckdb"] = proto.Worker("duckdb", [sys.executable, os.path.join(here, "duckdb_worker.py")])
+    if args.shale_base:
+        workers["shale-base"] = proto.Worker("shale-base", [args.shale_base])
     try:
         hello = {n: w.call("hello") for n, w in workers.items()}
         prepared = {}

@@ -210,7 +210,7 @@ func (s *source) openParquet(ctx context.Context, mem memory.Allocator) error {
 		return s.inputError(err)
 	}
 	s.closers = append(s.closers, func() { pr.Close() })
-	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: importBatchRows}, mem)
+	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: importBatchRows, Parallel: true}, mem)
 	if err != nil {
 		return s.inputError(err)
 	}

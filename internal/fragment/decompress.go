@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
@@ -32,6 +33,16 @@ const maxBufferBytes = 1 << 32
 var zstdDecoder = sync.OnceValues(func() (*zstd.Decoder, error) {
 	return zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxBufferBytes))
 })
+
+// zstdTrusted decodes bytes that passed their CRC32C: a frame checksum (files written
+// before this package compressed buffers itself have one) would check them a second time.
+var zstdTrusted = sync.OnceValues(func() (*zstd.Decoder, error) {
+	return zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxBufferBytes), zstd.IgnoreChecksum(true))
+})
+
+// decodeHelpers bounds the goroutines decoding a batch's large buffers beside the batch's
+// own goroutine (one batch's columns decode in parallel when a core is free).
+var decodeHelpers = make(helpers, max(runtime.GOMAXPROCS(0)-1, 1))
 
 var lz4Readers = sync.Pool{New: func() any { return lz4.NewReader(nil) }}
 
@@ -87,6 +98,8 @@ func decompressBody(m batchMeta, body []byte, verified bool) (batchMeta, []byte,
 	nm.HasCodec = false
 	nm.Buffers = make([]ipcBuffer, len(m.Buffers))
 	var pos int64
+	errs := make([]error, len(m.Buffers))
+	var wg sync.WaitGroup
 	for i, b := range m.Buffers {
 		nm.Buffers[i] = ipcBuffer{Offset: pos, Length: sizes[i]}
 		if b.Length == 0 {
@@ -98,25 +111,31 @@ func decompressBody(m batchMeta, body []byte, verified bool) (batchMeta, []byte,
 			copy(dst, src(i))
 		case parts[i] != nil:
 			copy(dst, parts[i])
+		case sizes[i] >= helpMinBytes:
+			decodeHelpers.do(&wg, func() { errs[i] = decodeInto(m.Codec, dst, src(i)) })
 		default:
-			if err := decodeInto(m.Codec, dst, src(i)); err != nil {
-				return m, nil, fmt.Errorf("buffer %d: %w", i, err)
-			}
+			errs[i] = decodeInto(m.Codec, dst, src(i))
 		}
 		pos += align8(sizes[i])
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return m, nil, fmt.Errorf("buffer %d: %w", i, err)
+		}
 	}
 	nm.BodyLen = int64(len(out))
 	return nm, out, nil
 }
 
-// decodeInto decodes src into exactly len(dst) bytes.
+// decodeInto decodes src, which passed its checksum, into exactly len(dst) bytes.
 func decodeInto(codec int8, dst, src []byte) error {
 	if codec == codecZstd {
-		dec, err := zstdDecoder()
+		dec, err := zstdTrusted()
 		if err != nil {
 			return err
 		}
-		got, err := dec.DecodeAll(src, dst[:0])
+		got, err := dec.DecodeAll(src, dst[:0:len(dst)]) // capped: dst is part of a body other goroutines fill
 		if err != nil {
 			return fmt.Errorf("zstd: %w", err)
 		}

@@ -3,7 +3,6 @@ package fragment
 import (
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"slices"
 	"strconv"
 	"strings"
@@ -129,7 +128,7 @@ func (w *layoutWalker) walk(dt arrow.DataType) error {
 	return nil
 }
 
-// projectable reports whether readProjected can map every column of schema.
+// projectable reports whether a projected fetch (Batch.fetchColumns) can map every column of schema.
 func projectable(schema *arrow.Schema) bool {
 	w := &layoutWalker{}
 	for _, f := range schema.Fields() {
@@ -213,101 +212,6 @@ func planRanges(spans []byteRange, gap int64) []byteRange {
 		return []byteRange{whole}
 	}
 	return out
-}
-
-// readProjected reads only the chosen columns of batch i: one request for the batch
-// metadata, then one per planned body range.
-func (r *FileReader) readProjected(i int, columns []int) (arrow.RecordBatch, error) {
-	b := r.blocks[i]
-	metaRaw, err := r.src.fetch(b.Offset, int64(b.MetaLen))
-	if err != nil {
-		return nil, err
-	}
-	// Checked descriptions carry CRC32Cs of each batch's metadata and of each column's
-	// body span, so a projection is verified like a whole-batch read.
-	verified := r.checked() && len(r.df.Batches[i].ColumnCRC32C) == r.schema.NumFields()
-	if verified {
-		if got, want := crc32.Checksum(metaRaw, castagnoli), r.df.Batches[i].MetaCRC32C; got != want {
-			return nil, r.corrupt("record batch %d metadata CRC32C mismatch: computed %08x, description says %08x", i, got, want)
-		}
-	}
-	meta, err := stripMetaPrefix(metaRaw)
-	if err != nil {
-		return nil, r.corrupt("record batch %d: %w", i, err)
-	}
-	bm, err := parseBatchMeta(meta)
-	if err != nil {
-		return nil, r.corrupt("record batch %d: %w", i, err)
-	}
-	if bm.BodyLen != b.BodyLen {
-		return nil, r.corrupt("record batch %d: message body length %d, footer says %d", i, bm.BodyLen, b.BodyLen)
-	}
-	layout, err := batchLayout(r.fr.Schema(), &bm)
-	if errors.Is(err, errUnsupportedLayout) {
-		rec, err := r.readWhole(i)
-		if err != nil {
-			return nil, err
-		}
-		return project(rec, columns), nil
-	}
-	if err != nil {
-		return nil, r.corrupt("record batch %d: %w", i, err)
-	}
-
-	spans := make([]byteRange, 0, len(columns))
-	for _, c := range columns {
-		spans = append(spans, byteRange{layout[c].start, layout[c].end})
-	}
-	ranges := planRanges(spans, CoalesceGap)
-	fetched := make([][]byte, len(ranges))
-	bodyStart := b.Offset + int64(b.MetaLen)
-	for k, rg := range ranges {
-		if fetched[k], err = r.src.fetch(bodyStart+rg.start, rg.end-rg.start); err != nil {
-			return nil, err
-		}
-	}
-	bytesAt := func(s byteRange) []byte {
-		for k, rg := range ranges {
-			if s.start >= rg.start && s.end <= rg.end {
-				return fetched[k][s.start-rg.start : s.end-rg.start]
-			}
-		}
-		return nil
-	}
-
-	if verified {
-		for _, c := range columns {
-			l := layout[c]
-			if got, want := crc32.Checksum(bytesAt(byteRange{l.start, l.end}), castagnoli), r.df.Batches[i].ColumnCRC32C[c]; got != want {
-				return nil, r.corrupt("record batch %d column %d CRC32C mismatch: computed %08x, description says %08x", i, c, got, want)
-			}
-		}
-	}
-
-	var size int64
-	for _, s := range spans {
-		size += align8(s.end - s.start)
-	}
-	body := make([]byte, size)
-	out := batchMeta{Version: bm.Version, Length: bm.Length, HasCodec: bm.HasCodec, Codec: bm.Codec, CodecMeth: bm.CodecMeth}
-	var pos int64
-	for _, c := range columns {
-		l := layout[c]
-		copy(body[pos:], bytesAt(byteRange{l.start, l.end}))
-		out.Nodes = append(out.Nodes, bm.Nodes[l.nodeLo:l.nodeHi]...)
-		out.Variadic = append(out.Variadic, bm.Variadic[l.varLo:l.varHi]...)
-		for _, buf := range bm.Buffers[l.bufLo:l.bufHi] {
-			nb := ipcBuffer{Offset: pos, Length: buf.Length}
-			if buf.Length > 0 {
-				nb.Offset = pos + buf.Offset - l.start
-			}
-			out.Buffers = append(out.Buffers, nb)
-		}
-		pos += align8(l.end - l.start)
-	}
-	out.BodyLen = int64(len(body))
-
-	return r.decodeBatch(i, r.projectedSchemaMessage(columns), out, nil, body, verified)
 }
 
 func align8(n int64) int64 { return (n + 7) &^ 7 }

@@ -342,48 +342,23 @@ func (r *FileReader) DataFile() DataFile { return r.df }
 // bytes that do not decode or disagree with the DataFile; *store.Error for store
 // failures; *panics.Error wrapping panics.ErrInternal (naming the key) for a panic while
 // reading.
-func (r *FileReader) ReadBatch(i int, columns []int) (_ arrow.RecordBatch, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = panics.New("read data file", r.df.Key, v)
-		}
-	}()
-	if err := seamReadBatch.Inject(r.src.context()); err != nil {
-		return nil, err
-	}
-	if i < 0 || i >= len(r.blocks) {
-		return nil, fmt.Errorf("fragment: batch %d out of range [0,%d) in %s", i, len(r.blocks), r.df.Key)
-	}
-	nf := r.schema.NumFields()
-	for _, c := range columns {
-		if c < 0 || c >= nf {
-			return nil, fmt.Errorf("fragment: column %d out of range [0,%d) in %s", c, nf, r.df.Key)
-		}
-	}
-	var rec arrow.RecordBatch
-	switch {
-	case !r.direct:
-		rec, err = r.readViaArrow(i)
-		if err == nil && columns != nil {
-			rec = project(rec, columns)
-		}
-	case columns == nil || !r.projectable || coversAll(columns, nf):
-		rec, err = r.readWhole(i)
-		if err == nil && columns != nil {
-			rec = project(rec, columns)
-		}
-	default:
-		rec, err = r.readProjected(i, columns)
-	}
+func (r *FileReader) ReadBatch(i int, columns []int) (arrow.RecordBatch, error) {
+	b, err := r.FetchBatch(i, columns)
 	if err != nil {
 		return nil, err
 	}
-	if r.df.Batches != nil && rec.NumRows() != r.df.Batches[i].Rows {
-		n := rec.NumRows()
-		rec.Release()
-		return nil, r.corrupt("batch %d has %d rows, its description says %d", i, n, r.df.Batches[i].Rows)
+	if columns == nil {
+		columns = identity(r.schema.NumFields())
 	}
-	return rec, nil
+	return b.Decode(columns)
+}
+
+func identity(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
 }
 
 func coversAll(columns []int, n int) bool {
@@ -446,16 +421,6 @@ func (r *FileReader) readViaArrow(i int) (rec arrow.RecordBatch, err error) {
 func (r *FileReader) withSchema(rec arrow.RecordBatch) arrow.RecordBatch {
 	defer rec.Release()
 	return array.NewRecordBatch(r.schema, rec.Columns(), rec.NumRows())
-}
-
-// readWhole fetches batch i's metadata and body in one request and decodes them.
-func (r *FileReader) readWhole(i int) (arrow.RecordBatch, error) {
-	b := r.blocks[i]
-	data, err := r.src.fetch(b.Offset, int64(b.MetaLen)+b.BodyLen)
-	if err != nil {
-		return nil, err
-	}
-	return r.decodeWhole(i, data)
 }
 
 // ReadBatchRange reads record batches first..first+n-1 with every column. Their bytes lie

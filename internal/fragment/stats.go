@@ -125,15 +125,15 @@ func columnStats(fieldID int32, arr arrow.Array) ColumnStats {
 	case *array.Float64:
 		floatStats(&s, a, a.Float64Values())
 	case *array.String:
-		bytesStats(&s, a, KindString, func(i int) []byte { return unsafeBytes(a.Value(i)) })
+		offsetBytesStats(&s, a, KindString, a.ValueOffsets(), a.ValueBytes())
 	case *array.LargeString:
-		bytesStats(&s, a, KindString, func(i int) []byte { return unsafeBytes(a.Value(i)) })
+		offsetBytesStats(&s, a, KindString, a.ValueOffsets(), a.ValueBytes())
 	case *array.StringView:
 		bytesStats(&s, a, KindString, func(i int) []byte { return unsafeBytes(a.Value(i)) })
 	case *array.Binary:
-		bytesStats(&s, a, KindBinary, a.Value)
+		offsetBytesStats(&s, a, KindBinary, a.ValueOffsets(), a.ValueBytes())
 	case *array.LargeBinary:
-		bytesStats(&s, a, KindBinary, a.Value)
+		offsetBytesStats(&s, a, KindBinary, a.ValueOffsets(), a.ValueBytes())
 	case *array.BinaryView:
 		bytesStats(&s, a, KindBinary, a.Value)
 	case *array.Boolean:
@@ -148,7 +148,7 @@ func columnStats(fieldID int32, arr arrow.Array) ColumnStats {
 func unsafeBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 func intStats[T ~int8 | ~int16 | ~int32 | ~int64](s *ColumnStats, a arrow.Array, vals []T) {
-	lo, hi, ok := minMax(a, vals, func(T) bool { return true })
+	lo, hi, ok := minMax(a, vals, nil)
 	if ok {
 		s.Min, s.Max = Value{Kind: KindInt, Int: int64(lo)}, Value{Kind: KindInt, Int: int64(hi)}
 		s.HasMin, s.HasMax = true, true
@@ -156,7 +156,7 @@ func intStats[T ~int8 | ~int16 | ~int32 | ~int64](s *ColumnStats, a arrow.Array,
 }
 
 func uintStats[T ~uint8 | ~uint16 | ~uint32 | ~uint64](s *ColumnStats, a arrow.Array, vals []T) {
-	lo, hi, ok := minMax(a, vals, func(T) bool { return true })
+	lo, hi, ok := minMax(a, vals, nil)
 	if ok {
 		s.Min, s.Max = Value{Kind: KindUint, Uint: uint64(lo)}, Value{Kind: KindUint, Uint: uint64(hi)}
 		s.HasMin, s.HasMax = true, true
@@ -172,11 +172,19 @@ func floatStats[T float32 | float64](s *ColumnStats, a arrow.Array, vals []T) {
 }
 
 // minMax scans the non-null values accepted by keep. A column without nulls is scanned
-// without consulting the validity bitmap.
+// without consulting the validity bitmap (and, for integers, without keep).
 func minMax[T cmp.Ordered](a arrow.Array, vals []T, keep func(T) bool) (lo, hi T, ok bool) {
 	noNulls := a.NullN() == 0
+	if noNulls && len(vals) > 0 && keep == nil {
+		lo, hi = vals[0], vals[0]
+		for _, v := range vals[1:] {
+			lo = min(lo, v)
+			hi = max(hi, v)
+		}
+		return lo, hi, true
+	}
 	for i, v := range vals {
-		if (!noNulls && a.IsNull(i)) || !keep(v) {
+		if (!noNulls && a.IsNull(i)) || (keep != nil && !keep(v)) {
 			continue
 		}
 		if !ok {
@@ -209,6 +217,41 @@ func bytesStats(s *ColumnStats, a arrow.Array, kind ValueKind, value func(int) [
 			lo = v
 		}
 		if bytes.Compare(v, hi) > 0 {
+			hi = v
+		}
+	}
+	if !ok {
+		return
+	}
+	s.HasMin, s.HasMax = true, true
+	s.Min = Value{Kind: kind, Str: string(lo)}
+	s.Max = Value{Kind: kind, Str: string(hi)}
+}
+
+// offsetBytesStats is bytesStats for offset-based strings and binaries: values are sliced
+// from the data buffer directly, the bitmap is consulted only when there are nulls, and a
+// value is compared with the maximum only when it is not below the minimum.
+func offsetBytesStats[O int32 | int64](s *ColumnStats, a arrow.Array, kind ValueKind, offsets []O, data []byte) {
+	n := a.Len()
+	if n == 0 || len(offsets) < n+1 {
+		return
+	}
+	noNulls := a.NullN() == 0
+	base := offsets[0] // data (ValueBytes) starts at the first value, offsets are absolute
+	var lo, hi []byte
+	ok := false
+	for i := 0; i < n; i++ {
+		if !noNulls && a.IsNull(i) {
+			continue
+		}
+		v := data[offsets[i]-base : offsets[i+1]-base]
+		if !ok {
+			lo, hi, ok = v, v, true
+			continue
+		}
+		if bytes.Compare(v, lo) < 0 {
+			lo = v
+		} else if bytes.Compare(v, hi) > 0 {
 			hi = v
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/klauspost/compress/zstd"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/shale-db/shale/internal/failpoint"
@@ -23,24 +25,34 @@ import (
 // seamEncodeBatch is hit before each record batch is encoded (tests inject a panic there).
 var seamEncodeBatch = failpoint.Seam("fragment.encode_batch")
 
+// seamEncodeJob is hit on a batch's encoding goroutine, before its statistics and layout.
+var seamEncodeJob = failpoint.Seam("fragment.encode_job")
+
 // FieldIDsMetadataKey is the schema metadata key under which a data file records its
 // top-level field ids, as decimal numbers joined by ",".
 const FieldIDsMetadataKey = "shale:field_ids"
 
 // WriterOptions tune a Writer. Zero values take the defaults.
 type WriterOptions struct {
-	Compression     Compression      // default CompressionZstd
-	MaxRowsPerBatch int              // rows per IPC record batch, default DefaultMaxRowsPerBatch
-	MaxRowsPerFile  int              // rows per data file, default DefaultMaxRowsPerFile
-	Allocator       memory.Allocator // default memory.DefaultAllocator
-	// CompressConcurrency is how many column buffers of one batch are compressed at once
-	// (default DefaultCompressConcurrency; the output bytes do not depend on it).
+	Compression Compression // default CompressionZstd
+	// CompressionLevel is the ZSTD level, 1 (fastest) to MaxZstdLevel; 0 means
+	// DefaultZstdLevel. LZ4 and none ignore it; so do schemas with dictionary columns,
+	// which arrow-go's writer encodes at its own level.
+	CompressionLevel int
+	MaxRowsPerBatch  int              // rows per IPC record batch, default DefaultMaxRowsPerBatch
+	MaxRowsPerFile   int              // rows per data file, default DefaultMaxRowsPerFile
+	Allocator        memory.Allocator // default memory.DefaultAllocator
+	// CompressConcurrency is how many goroutines encode at once: batches are laid out,
+	// given statistics and compressed on their own goroutines, up to CompressConcurrency+1
+	// batches at a time (the memory bound: that many uncompressed batches, besides the
+	// file being assembled), and a batch's large buffers are compressed in parallel when a
+	// goroutine is free. Default: GOMAXPROCS, at most 8. The bytes written do not depend
+	// on it.
 	CompressConcurrency int
 }
 
-// DefaultCompressConcurrency is WriterOptions.CompressConcurrency's default: ZSTD is most
-// of a writer's CPU time, and one batch's columns compress independently.
-const DefaultCompressConcurrency = 2
+// defaultCompressConcurrency is WriterOptions.CompressConcurrency's default.
+func defaultCompressConcurrency() int { return min(max(runtime.GOMAXPROCS(0), 1), 8) }
 
 // ErrClosed is returned by Write and Close after Close.
 var ErrClosed = errors.New("fragment: writer is closed")
@@ -59,7 +71,14 @@ type Writer struct {
 	schema   *arrow.Schema // the input schema plus the field-id metadata
 	fieldIDs []int32
 	opts     WriterOptions
-	ipcOpts  []ipc.Option
+	// frame and enc encode batches on worker goroutines (encode.go); enc is nil for
+	// CompressionNone. frame is nil for schemas with dictionaries, which arrow-go's
+	// FileWriter encodes with ipcOpts instead.
+	frame       *fileFrame
+	enc         *codecEncoder
+	helpers     helpers
+	maxInflight int
+	ipcOpts     []ipc.Option
 
 	pending     []arrow.RecordBatch // slices waiting to form the next batch
 	pendingRows int64
@@ -72,10 +91,23 @@ type Writer struct {
 
 type fileBuilder struct {
 	buf     chunkBuffer
-	fw      *ipc.FileWriter
-	rows    int64
+	fw      *ipc.FileWriter // dictionary schemas only
+	pos     int64           // bytes in buf
+	blocks  []ipcBlock      // of the batches appended to buf
+	jobs    []*batchJob     // batches being encoded, in file order
+	rows    int64           // rows of the batches appended or being encoded
 	batches []BatchInfo
 	stats   []ColumnStats // exact whole-file statistics so far
+}
+
+// batchJob is one batch being encoded on its own goroutine; done is closed when eb (or
+// err) and stats are set.
+type batchJob struct {
+	done  chan struct{}
+	rows  int64
+	eb    encodedBatch
+	stats []ColumnStats
+	err   error
 }
 
 // NewWriter returns a Writer for records of schema whose top-level columns have the given
@@ -122,19 +154,43 @@ func NewWriter(ctx context.Context, s store.Store, dir string, schema *arrow.Sch
 
 	cc := opts.CompressConcurrency
 	if cc <= 0 {
-		cc = DefaultCompressConcurrency
+		cc = defaultCompressConcurrency()
 	}
-	ipcOpts := []ipc.Option{ipc.WithSchema(fileSchema), ipc.WithAllocator(opts.Allocator), ipc.WithCompressConcurrency(cc)}
+	w := &Writer{
+		ctx: ctx, store: s, dir: strings.TrimSuffix(dir, "/"), schema: fileSchema,
+		fieldIDs: append([]int32(nil), fieldIDs...), opts: opts,
+		maxInflight: cc + 1, helpers: make(helpers, max(cc-1, 0)),
+	}
+	var level zstd.EncoderLevel
+	if opts.Compression == CompressionZstd {
+		if level, err = zstdLevel(opts.CompressionLevel); err != nil {
+			return nil, err
+		}
+	}
+	if schemaHasDictionary(fileSchema) {
+		w.ipcOpts = []ipc.Option{ipc.WithSchema(fileSchema), ipc.WithAllocator(opts.Allocator), ipc.WithCompressConcurrency(cc)}
+		switch opts.Compression {
+		case CompressionZstd:
+			w.ipcOpts = append(w.ipcOpts, ipc.WithZstd())
+		case CompressionLZ4:
+			w.ipcOpts = append(w.ipcOpts, ipc.WithLZ4())
+		}
+		return w, nil
+	}
+	if w.frame, err = newFileFrame(fileSchema, opts.Allocator); err != nil {
+		return nil, fmt.Errorf("fragment: Arrow file frame: %w", err)
+	}
 	switch opts.Compression {
 	case CompressionZstd:
-		ipcOpts = append(ipcOpts, ipc.WithZstd())
+		ze, err := zstdEncoder(level)
+		if err != nil {
+			return nil, fmt.Errorf("fragment: zstd encoder: %w", err)
+		}
+		w.enc = &codecEncoder{codec: codecZstd, zstd: ze}
 	case CompressionLZ4:
-		ipcOpts = append(ipcOpts, ipc.WithLZ4())
+		w.enc = &codecEncoder{codec: codecLZ4Frame}
 	}
-	return &Writer{
-		ctx: ctx, store: s, dir: strings.TrimSuffix(dir, "/"), schema: fileSchema,
-		fieldIDs: append([]int32(nil), fieldIDs...), opts: opts, ipcOpts: ipcOpts,
-	}, nil
+	return w, nil
 }
 
 func encodeFieldIDs(ids []int32) string {
@@ -158,9 +214,10 @@ func decodeFieldIDs(s string) ([]int32, error) {
 	return out, nil
 }
 
-// Write appends rec's rows. The record is not retained after Write returns. A data file
-// that fills up is stored before Write returns. Errors: ErrClosed, ErrSchemaMismatch,
-// encoding errors, store errors (*store.Error), and *panics.Error wrapping
+// Write appends rec's rows. The Writer keeps references to rec's buffers (Retain) until
+// they are encoded, so the caller may Release rec as usual once Write returns, but must
+// not modify its buffers. A data file that fills up is stored before Write returns.
+// Errors: ErrClosed, ErrSchemaMismatch, encoding errors, store errors (*store.Error), and *panics.Error wrapping
 // panics.ErrInternal for a panic while encoding; after an error the Writer is failed.
 func (w *Writer) Write(rec arrow.RecordBatch) (err error) {
 	defer w.recoverPanic(&err)
@@ -224,7 +281,10 @@ func (w *Writer) recoverPanic(errp *error) {
 	w.err = err
 	quietly(w.releasePending)
 	if w.cur != nil {
-		quietly(func() { w.cur.fw.Close() })
+		quietly(w.waitJobs)
+		if w.cur.fw != nil {
+			quietly(func() { w.cur.fw.Close() })
+		}
 		w.cur = nil
 	}
 }
@@ -233,7 +293,10 @@ func (w *Writer) fail(err error) error {
 	w.err = err
 	w.releasePending()
 	if w.cur != nil {
-		w.cur.fw.Close()
+		w.waitJobs()
+		if w.cur.fw != nil {
+			w.cur.fw.Close()
+		}
 		w.cur = nil
 	}
 	return err
@@ -262,27 +325,106 @@ func (w *Writer) flushBatch() error {
 	defer rec.Release()
 	if w.cur == nil {
 		fb := &fileBuilder{}
-		fw, err := ipc.NewFileWriter(&fb.buf, w.ipcOpts...)
-		if err != nil {
-			return fmt.Errorf("fragment: ipc writer: %w", err)
+		if w.frame == nil {
+			fw, err := ipc.NewFileWriter(&fb.buf, w.ipcOpts...)
+			if err != nil {
+				return fmt.Errorf("fragment: ipc writer: %w", err)
+			}
+			fb.fw = fw
+		} else {
+			fb.write(w.frame.header)
 		}
-		fb.fw = fw
 		w.cur = fb
 	}
-	if err := w.cur.fw.Write(rec); err != nil {
-		return fmt.Errorf("fragment: encode record batch: %w", err)
+	if w.frame == nil {
+		if err := w.cur.fw.Write(rec); err != nil {
+			return fmt.Errorf("fragment: encode record batch: %w", err)
+		}
+		w.cur.rows += rec.NumRows()
+		w.cur.addBatch(rec.NumRows(), batchStats(rec, w.fieldIDs))
+		return nil
 	}
+	job := &batchJob{done: make(chan struct{}), rows: rec.NumRows()}
+	rec.Retain()
+	go w.encode(job, rec)
+	w.cur.jobs = append(w.cur.jobs, job)
 	w.cur.rows += rec.NumRows()
-	raw := batchStats(rec, w.fieldIDs)
-	if w.cur.stats == nil {
-		w.cur.stats = raw
+	return w.collect(false)
+}
+
+// encode runs on a batch's own goroutine: statistics, layout and compression of rec
+// (released when done).
+func (w *Writer) encode(j *batchJob, rec arrow.RecordBatch) {
+	defer close(j.done)
+	defer rec.Release()
+	defer func() {
+		if v := recover(); v != nil {
+			j.err = panics.New("encode data file under", w.dir, v)
+		}
+	}()
+	if j.err = seamEncodeJob.Inject(w.ctx); j.err != nil {
+		return
+	}
+	j.stats = batchStats(rec, w.fieldIDs)
+	if j.eb, j.err = encodeBatch(rec, w.enc, w.helpers, w.opts.Allocator); j.err != nil {
+		j.err = fmt.Errorf("fragment: encode record batch: %w", j.err)
+	}
+}
+
+// collect appends the encoded batches of the current file to it in file order: those
+// already done, waiting for the oldest while maxInflight or more are in flight; with all,
+// every one.
+func (w *Writer) collect(all bool) error {
+	fb := w.cur
+	for len(fb.jobs) > 0 {
+		j := fb.jobs[0]
+		if all || len(fb.jobs) >= w.maxInflight {
+			<-j.done
+		} else {
+			select {
+			case <-j.done:
+			default:
+				return nil
+			}
+		}
+		fb.jobs = fb.jobs[1:]
+		if j.err != nil {
+			return j.err
+		}
+		fb.blocks = append(fb.blocks, ipcBlock{Offset: fb.pos, MetaLen: j.eb.metaLen, BodyLen: j.eb.bodyLen})
+		fb.write(j.eb.msg)
+		fb.addBatch(j.rows, j.stats)
+	}
+	return nil
+}
+
+// waitJobs waits for the current file's batches in flight (after a failure: their
+// goroutines release what they hold).
+func (w *Writer) waitJobs() {
+	if w.cur == nil {
+		return
+	}
+	for _, j := range w.cur.jobs {
+		<-j.done
+	}
+	w.cur.jobs = nil
+}
+
+func (fb *fileBuilder) write(p []byte) {
+	fb.buf.Write(p)
+	fb.pos += int64(len(p))
+}
+
+// addBatch records a batch appended to the file with its exact statistics.
+func (fb *fileBuilder) addBatch(rows int64, raw []ColumnStats) {
+	if fb.stats == nil {
+		fb.stats = raw
 	} else {
 		for i := range raw {
-			w.cur.stats[i] = mergeRaw(w.cur.stats[i], raw[i])
+			fb.stats[i] = mergeRaw(fb.stats[i], raw[i])
 		}
 	}
-	w.cur.batches = append(w.cur.batches, BatchInfo{Rows: rec.NumRows(), Stats: finalizeAll(raw)})
-	return nil
+	fb.batches = append(fb.batches, BatchInfo{Rows: rows, Stats: finalizeAll(raw)})
 }
 
 // concatPending returns the pending slices as one record of the file schema.
@@ -316,10 +458,23 @@ func (w *Writer) concatPending() (arrow.RecordBatch, error) {
 
 // finishFile closes the current IPC file and stores it with one Put.
 func (w *Writer) finishFile() error {
+	if w.frame != nil {
+		if err := w.collect(true); err != nil {
+			return err
+		}
+	}
 	fb := w.cur
 	w.cur = nil
-	if err := fb.fw.Close(); err != nil {
-		return fmt.Errorf("fragment: finish ipc file: %w", err)
+	if fb.fw != nil {
+		if err := fb.fw.Close(); err != nil {
+			return fmt.Errorf("fragment: finish ipc file: %w", err)
+		}
+	} else {
+		fb.write(w.frame.eos)
+		footer := w.frame.footerWith(fb.blocks)
+		fb.write(footer)
+		fb.write(binary.LittleEndian.AppendUint32(nil, uint32(len(footer))))
+		fb.write([]byte(ipcMagic))
 	}
 	name := ulid.Make().String() + ".arrow"
 	key := name

@@ -35,7 +35,8 @@
 // reset through /proc/self/clear_refs; on other systems the lifetime peak) and the store
 // requests the operation made, by kind (store.Counters).
 //
-// SHALEPEER_CPUPROFILE=FILE writes a CPU profile of the whole process (go tool pprof).
+// SHALEPEER_CPUPROFILE=FILE writes a CPU profile of the whole process (go tool pprof);
+// SHALEPEER_SCAN_PARALLELISM=N sets engine.Options.ScanParallelism (default the engine's).
 package main
 
 import (

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -191,6 +192,7 @@ type prepareResult struct {
 	Rows      int64   `json:"rows"`
 	Fragments int     `json:"fragments"`
 	Batches   int     `json:"batches"`
+	Bytes     int64   `json:"bytes"` // stored size of the data files
 	Version   uint64  `json:"version"`
 	StoreURL  string  `json:"store_url"`
 	LoadS     float64 `json:"load_s"` // reading the Parquet into memory (untimed by wall_s)
@@ -234,6 +236,13 @@ func (w *worker) prepare(ctx context.Context, a prepareArgs) (*prepareResult, er
 	w.st = st
 	w.cleanup = append(w.cleanup, st.Close)
 	w.opts = engine.Options{Etcd: cli.Etcd(), Write: fragment.WriterOptions{Compression: fragment.CompressionZstd}}
+	if v := os.Getenv("SHALEPEER_SCAN_PARALLELISM"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("prepare: SHALEPEER_SCAN_PARALLELISM=%q is not a positive integer", v)
+		}
+		w.opts.ScanParallelism = n
+	}
 	if w.db, err = engine.Open(ctx, st, w.opts); err != nil {
 		return nil, err
 	}
@@ -282,6 +291,7 @@ func (w *worker) prepare(ctx context.Context, a prepareArgs) (*prepareResult, er
 	for _, f := range m.Fragments {
 		for _, df := range f.Files {
 			res.Batches += len(df.Batches)
+			res.Bytes += df.Size
 		}
 	}
 	return res, nil
@@ -433,7 +443,7 @@ func (w *worker) importParquet(ctx context.Context, a importArgs) (*importResult
 			return err
 		}
 		defer pr.Close()
-		fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: fragment.DefaultMaxRowsPerBatch}, memory.DefaultAllocator)
+		fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: fragment.DefaultMaxRowsPerBatch, Parallel: true}, memory.DefaultAllocator)
 		if err != nil {
 			return err
 		}
