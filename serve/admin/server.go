@@ -39,7 +39,7 @@ type Source interface {
 // Error kinds of the admin endpoint's JSON error object (as the CLI's, docs/json.md).
 const (
 	KindNotFound    = "not_found"   // 404: no such table (ErrNotFound), or no such route
-	KindMethod      = "usage"       // 405: a method other than GET or HEAD
+	KindUsage       = "usage"       // 405: a method other than GET or HEAD
 	KindUnavailable = "unavailable" // 503: unhealthy, or the source timed out (context.DeadlineExceeded)
 	KindInterrupted = "interrupted" // 503: the request was cancelled (client gone, server closing)
 	KindError       = "error"       // 500: anything else
@@ -163,7 +163,7 @@ func handler(src Source, m *Metrics, log *slog.Logger) http.Handler {
 		if p == "/metrics" || p == "/healthz" || p == "/v1/status" ||
 			(strings.HasPrefix(p, "/v1/tables/") && len(p) > len("/v1/tables/") && !strings.Contains(p[len("/v1/tables/"):], "/")) {
 			w.Header().Set("Allow", "GET, HEAD")
-			writeError(w, r, log, http.StatusMethodNotAllowed, KindMethod,
+			writeError(w, r, log, http.StatusMethodNotAllowed, KindUsage,
 				fmt.Errorf("method %s not allowed on %s (GET or HEAD)", r.Method, p))
 			return
 		}
