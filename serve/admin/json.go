@@ -109,8 +109,8 @@ type TableReport struct {
 	Policy      plan.Policy             // the policy in force (defaults applied)
 	Units       []plan.Unit             // the table's scored units, in planning order
 	Skips       []plan.Skip             // why each kind is not placed (no_work included)
-	Next        string                  // the kind that would run next: placed by the pass, or assigned or running now; "" when none
-	Reason      string                  // when Next is "": the named reason nothing will (a plan.SkipReason); else ""
+	Next        string                  // the kind a planning pass made now would place on the table (a plan.Kind); "" when none
+	Reason      string                  // when Next is "": the named reason (a plan.SkipReason: its first unit's skip in planning order, no_work when it has none); else ""
 	Assignments []AssignmentInfo        // the table's assignments in etcd
 	Failures    map[string]plan.Failure // the failure ledger, by kind
 }
