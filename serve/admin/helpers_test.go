@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"sort"
 	"strings"
@@ -27,6 +28,7 @@ type fakeSource struct {
 	tables  map[string]admin.TableReport
 	errs    map[string]error // Table errors by name
 	health  error
+	panicOn string // Table panics for this name
 	calls   int
 	blockCh chan struct{} // when set, Status blocks until it is closed or ctx is done
 }
@@ -50,6 +52,9 @@ func (f *fakeSource) Table(ctx context.Context, name string) (admin.TableReport,
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
+	if name == f.panicOn && name != "" {
+		panic("fake source: " + name)
+	}
 	if err := f.errs[name]; err != nil {
 		return admin.TableReport{}, err
 	}
@@ -76,7 +81,7 @@ func (f *fakeSource) setHealth(err error) {
 // startServer starts a Server on 127.0.0.1:0 and closes it when the test ends.
 func startServer(t *testing.T, src admin.Source, m *admin.Metrics) *admin.Server {
 	t.Helper()
-	srv, err := admin.NewServer("127.0.0.1:0", src, m, nil)
+	srv, err := admin.NewServer("127.0.0.1:0", src, m, slog.New(slog.NewTextHandler(t.Output(), nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -43,6 +44,7 @@ const (
 	KindUnavailable = "unavailable" // 503: unhealthy, or the source timed out (context.DeadlineExceeded)
 	KindInterrupted = "interrupted" // 503: the request was cancelled (client gone, server closing)
 	KindError       = "error"       // 500: anything else
+	KindInternal    = "internal"    // 500: a bug: the Source panicked (the panic is logged)
 )
 
 // errorBody is the JSON error object: {"error":{"kind":…,"message":…}}.
@@ -64,7 +66,7 @@ type errorBody struct {
 // application/json. Every error is the JSON object {"error":{"kind":…,"message":…}} with
 // the status its kind names (the Kind constants): 404 for an unknown table or path, 405
 // for another method, 503 when unhealthy or the source timed out or was cancelled, 500
-// for any other source error. Its methods are safe for concurrent use.
+// for any other source error or a panic in the Source. Its methods are safe for concurrent use.
 type Server struct {
 	ln  net.Listener
 	srv *http.Server
@@ -93,7 +95,7 @@ func NewServer(addr string, src Source, m *Metrics, log *slog.Logger) (*Server, 
 	}
 	s := &Server{ln: ln, log: log, done: make(chan struct{})}
 	s.srv = &http.Server{
-		Handler:           handler(src, m, log),
+		Handler:           recoverPanics(handler(src, m, log), log),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
@@ -173,6 +175,27 @@ func handler(src Source, m *Metrics, log *slog.Logger) http.Handler {
 	return mux
 }
 
+// recoverPanics answers a request whose handler panicked with a 500 JSON error of kind
+// KindInternal, and logs the panic, instead of dropping the connection.
+// http.ErrAbortHandler is re-panicked (it is how a handler aborts on purpose).
+func recoverPanics(h http.Handler, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			log.Error("admin: handler panicked", "method", r.Method, "path", r.URL.Path, "panic", v,
+				"stack", string(debug.Stack()))
+			writeError(w, r, log, http.StatusInternalServerError, KindInternal, fmt.Errorf("internal error: %v", v))
+		}()
+		h.ServeHTTP(w, r)
+	})
+}
+
 // writeSourceError answers a Source error with the status and kind it names.
 func writeSourceError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	switch {
@@ -191,8 +214,8 @@ func writeSourceError(w http.ResponseWriter, r *http.Request, log *slog.Logger, 
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, code int, kind string, err error) {
 	var b errorBody
 	b.Error.Kind, b.Error.Message = kind, err.Error()
-	level := slog.LevelDebug
-	if code >= 500 {
+	level := slog.LevelDebug // a 4xx is the client's business; /healthz failing is what it is for
+	if code >= 500 && r.URL.Path != "/healthz" {
 		level = slog.LevelWarn
 	}
 	log.Log(r.Context(), level, "admin: request failed", "method", r.Method, "path", r.URL.Path,
