@@ -87,12 +87,20 @@ func fold(in inputs) plan.TableState {
 	}
 	st.Fragments = len(m.Fragments)
 	cp := compaction.NewPlan(m, in.compaction)
+	var pos map[uint32]int // fragment id -> index in m.Fragments
+	if len(cp.Groups) > 0 {
+		pos = make(map[uint32]int, len(m.Fragments))
+		for i := range m.Fragments {
+			pos[m.Fragments[i].ID] = i
+		}
+	}
 	for _, g := range cp.Groups {
 		for _, id := range g.Old {
-			f, ok := m.Fragment(id)
+			i, ok := pos[id]
 			if !ok {
 				continue
 			}
+			f := &m.Fragments[i]
 			if f.PhysicalRows < cp.Options.TargetRows {
 				st.SmallFragments++
 			}
@@ -127,7 +135,7 @@ func deletedHigh(f *manifest.Fragment, ratio float64) bool {
 	if f.Deletion == nil || f.Deletion.Deleted == 0 || f.PhysicalRows == 0 || ratio >= 1 {
 		return false
 	}
-	return float64(f.Deletion.Deleted)/float64(f.PhysicalRows) > ratio
+	return ratio < 0 || float64(f.Deletion.Deleted)/float64(f.PhysicalRows) > ratio
 }
 
 // uncovered counts m's live fragments that some index does not cover (over all of the
