@@ -33,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -97,23 +98,43 @@ func Tables(ctx context.Context, db *engine.DB, opts Options) ([]plan.TableState
 			}
 		}
 	}
-	if err := g.readShared(ctx, names, ""); err != nil {
+	// Demand is read beside the manifests: it is only needed by the fold.
+	demandErr := make(chan error, 1)
+	go func() { demandErr <- g.readDemand(ctx, "") }()
+	err := g.readShared(ctx, names, "")
+	if err == nil && names == nil {
+		names, err = g.allTables(ctx)
+	}
+	var ins []inputs
+	if err == nil {
+		ins = g.readAll(ctx, names)
+	}
+	if derr := <-demandErr; err == nil {
+		err = derr
+	}
+	if err != nil {
 		return nil, Stats{}, err
 	}
-	if names == nil {
-		var err error
-		if names, err = g.allTables(ctx); err != nil {
-			return nil, Stats{}, err
+	if opts.Tables == nil && db.Catalog() != nil {
+		// Tables with demand records and no pointer: dropped ones (or never published).
+		var extra []string
+		for n := range g.demand {
+			if _, ok := g.pointers[n]; !ok {
+				extra = append(extra, n)
+			}
 		}
+		ins = append(ins, g.readAll(ctx, extra)...)
 	}
-	slices.Sort(names)
-	names = slices.Compact(names)
-	states := g.foldAll(ctx, names)
 	if err := ctx.Err(); err != nil {
 		return nil, Stats{}, fmt.Errorf("%w: %w", ErrGather, err)
 	}
-	st := g.stats(len(states), start)
-	return states, st, nil
+	slices.SortFunc(ins, func(a, b inputs) int { return strings.Compare(a.table, b.table) })
+	states := make([]plan.TableState, len(ins))
+	for i := range ins {
+		ins[i].demand = g.demand[ins[i].table]
+		states[i] = fold(ins[i])
+	}
+	return states, g.stats(len(states), start), nil
 }
 
 // Table reads and folds one table's picture, as Tables does for each (reading only that
@@ -125,10 +146,16 @@ func Table(ctx context.Context, db *engine.DB, name string, opts Options) (plan.
 		return plan.TableState{}, fmt.Errorf("%w: table %q: %w", ErrGather, name, err)
 	}
 	g := &gatherer{db: db, opts: opts}
-	if err := g.readShared(ctx, []string{name}, name); err != nil {
+	err := g.readDemand(ctx, name)
+	if err == nil {
+		err = g.readShared(ctx, []string{name}, name)
+	}
+	if err != nil {
 		return plan.TableState{}, fmt.Errorf("table %q: %w", name, err)
 	}
-	st := fold(g.read(ctx, name))
+	in := g.read(ctx, name)
+	in.demand = g.demand[name]
+	st := fold(in)
 	if err := ctx.Err(); err != nil {
 		return plan.TableState{}, fmt.Errorf("%w: table %q: %w", ErrGather, name, err)
 	}
@@ -179,10 +206,8 @@ type gatherer struct {
 	manifestReads int
 }
 
-// readShared reads what every table's fold shares: demand (of table, or of every table
-// when table is ""), the pointers of names (nil: every pointer), the pending sidecars
-// and, when there are any, the live holds.
-func (g *gatherer) readShared(ctx context.Context, names []string, table string) error {
+// readDemand reads the demand of table ("": of every table, one paged read).
+func (g *gatherer) readDemand(ctx context.Context, table string) error {
 	if recs := g.db.Demand(); recs != nil {
 		var snap *demand.Snapshot
 		var err error
@@ -196,6 +221,13 @@ func (g *gatherer) readShared(ctx context.Context, names []string, table string)
 		}
 		g.demand, g.dBytes = snap.Tables, snap.Bytes
 	}
+	return nil
+}
+
+// readShared reads what every table's read shares: the pointers of names (nil: every
+// pointer), the pending sidecars of table ("": of every table) and, when there are any,
+// the live holds.
+func (g *gatherer) readShared(ctx context.Context, names []string, table string) error {
 	if cat := g.db.Catalog(); cat != nil {
 		ptrs, _, err := cat.Snapshot(ctx, names)
 		if err != nil {
@@ -221,8 +253,8 @@ func (g *gatherer) readShared(ctx context.Context, names []string, table string)
 	return nil
 }
 
-// allTables is every table: with a catalog, those with a published pointer or demand
-// records (a dropped table's records are reported Dropped); without one, DB.Tables.
+// allTables is every table: with a catalog, those with a published pointer (Tables adds
+// those with demand records only); without one, DB.Tables.
 func (g *gatherer) allTables(ctx context.Context) ([]string, error) {
 	if g.db.Catalog() == nil {
 		names, err := g.db.Tables(ctx)
@@ -231,22 +263,19 @@ func (g *gatherer) allTables(ctx context.Context) ([]string, error) {
 		}
 		return names, nil
 	}
-	names := make([]string, 0, len(g.pointers)+len(g.demand))
+	names := make([]string, 0, len(g.pointers))
 	for n := range g.pointers {
 		names = append(names, n)
-	}
-	for n := range g.demand {
-		if _, ok := g.pointers[n]; !ok {
-			names = append(names, n)
-		}
 	}
 	return names, nil
 }
 
-// foldAll reads and folds names with at most Options.Concurrency tables at once, in
-// names' order.
-func (g *gatherer) foldAll(ctx context.Context, names []string) []plan.TableState {
-	out := make([]plan.TableState, len(names))
+// readAll reads names' inputs (without demand) with at most Options.Concurrency tables
+// at once, each name once.
+func (g *gatherer) readAll(ctx context.Context, names []string) []inputs {
+	slices.Sort(names)
+	names = slices.Compact(names)
+	out := make([]inputs, len(names))
 	workers := g.opts.Concurrency
 	if workers <= 0 {
 		workers = DefaultConcurrency
@@ -259,7 +288,7 @@ func (g *gatherer) foldAll(ctx context.Context, names []string) []plan.TableStat
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				out[i] = fold(g.read(ctx, names[i]))
+				out[i] = g.read(ctx, names[i])
 			}
 		}()
 	}
@@ -274,10 +303,11 @@ func (g *gatherer) foldAll(ctx context.Context, names []string) []plan.TableStat
 	return out
 }
 
-// read reads one table's inputs: its published manifest (the pointer's, through the
-// cache; HEAD when it has no pointer), the drift above it, and the shared reads.
+// read reads one table's inputs but its demand: its published manifest (the pointer's,
+// through the cache; HEAD when it has no pointer), the drift above it, and the shared
+// reads.
 func (g *gatherer) read(ctx context.Context, name string) inputs {
-	in := inputs{table: name, demand: g.demand[name], sidecars: g.sidecars, live: g.live, compaction: g.opts.Compaction}
+	in := inputs{table: name, sidecars: g.sidecars, live: g.live, compaction: g.opts.Compaction}
 	s := g.db.Store()
 	p, ok := g.pointers[name]
 	if !ok {
