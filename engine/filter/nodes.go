@@ -60,7 +60,8 @@ func (n *cmpCols) write(sb *strings.Builder) {
 
 // newCmpCols binds a comparison of two columns, choosing the type both are
 // cast to: int64/uint64 for integers of one signedness, float64 when either
-// is floating, the finer unit for two timestamps, large_string for strings.
+// is floating, the finer unit for two timestamps, large_string for strings,
+// large_binary for binaries.
 func newCmpCols(l colRef, op cmpOp, r colRef) (node, error) {
 	lt, rt := l.typ, r.typ
 	mismatch := func(why string) error {
@@ -85,6 +86,11 @@ func newCmpCols(l colRef, op cmpOp, r colRef) (node, error) {
 		n.common = &arrow.TimestampType{Unit: unit, TimeZone: lts.TimeZone}
 	case ld.isBool || rd.isBool:
 		return nil, mismatch("")
+	case ld.isBinary || rd.isBinary:
+		if !ld.isBinary || !rd.isBinary {
+			return nil, mismatch(": a binary column compares only with a binary column")
+		}
+		n.common = arrow.BinaryTypes.LargeBinary
 	case ld.dom == domString && rd.dom == domString:
 		n.common = arrow.BinaryTypes.LargeString
 	case ld.dom == domFloat || rd.dom == domFloat:
