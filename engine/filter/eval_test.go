@@ -207,7 +207,7 @@ func TestEvaluateCases(t *testing.T) {
 		{"bin = X''", []bool{true, false, false}},
 		{"bin = 0xFF00", []bool{false, true, false}},
 		{"bin = x'ff'", []bool{false, false, false}},
-		{"bin > 'z'", []bool{false, true, false}}, // bytewise: 0xff > 'z'
+		{"bin > 'z'", []bool{false, true, false}},  // bytewise: 0xff > 'z'
 		{"bin < 0xFF", []bool{true, false, false}}, // a prefix orders first
 		{"bin >= X'FF'", []bool{false, true, false}},
 		{"X'FF' <= bin", []bool{false, true, false}},
