@@ -224,6 +224,11 @@ func TestEvaluateCases(t *testing.T) {
 		{"lbin IN ('a', 0xC3A9)", []bool{true, true, false}},
 		{"lbin < bin", []bool{false, true, false}},
 		{"bin = bin", []bool{true, true, false}},
+		{"lbin = s", []bool{false, false, false}},
+		{"lbin > s", []bool{true, false, false}}, // 0xC3A9 > 'SFO'; 'a' < 'sfo'
+		{"COALESCE(bin, X'00') = X'00'", []bool{false, false, true}},
+		{"COALESCE(lbin, 'é') = 'é'", []bool{true, false, true}},
+		{"CASE WHEN bin IS NULL THEN X'01' ELSE bin END < 'a'", []bool{true, false, true}},
 		{"X'41' = 'A'", []bool{true, true, true}},
 		{"bin IS NULL OR bin = 0xFF00", []bool{false, true, true}},
 	}

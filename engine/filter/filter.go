@@ -32,7 +32,8 @@
 //
 // Binary columns (binary, large_binary) compare bytewise (unsigned bytes; a
 // prefix orders first) with string literals, taken as their UTF-8 bytes, with
-// hex and bit literals, and with other binary columns: =, !=, <, <=, >, >=,
+// hex and bit literals, and with other binary or string columns (a string as its
+// UTF-8 bytes): =, !=, <, <=, >, >=,
 // [NOT] IN, [NOT] BETWEEN, IS [NOT] NULL. LIKE on a binary column is refused
 // (ErrType). Statistics prune them in the same order.
 //

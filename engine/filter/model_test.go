@@ -504,7 +504,7 @@ func (g *gen) op() (cmpOp, string) {
 
 // colPairs are column pairs the filter compares directly.
 var colPairs = [][2]string{{"i16", "i64"}, {"i16", "u32"}, {"i64", "f64"}, {"f32", "f64"}, {"i16", "f32"},
-	{"s", "ls"}, {"b", "b"}, {"ts", "ts"}, {"d32", "d32"}, {"i64", "i64"}, {"u32", "u32"}, {"bin", "lbin"}, {"bin", "bin"}}
+	{"s", "ls"}, {"b", "b"}, {"ts", "ts"}, {"d32", "d32"}, {"i64", "i64"}, {"u32", "u32"}, {"bin", "lbin"}, {"bin", "bin"}, {"s", "bin"}, {"lbin", "ls"}}
 
 func colIndex(name string) int {
 	for i, c := range testCols {

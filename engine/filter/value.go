@@ -627,7 +627,7 @@ func resultType(hint arrow.DataType, branches []vnode, what string) (arrow.DataT
 			typ = arithType(typ, t)
 		case isString(typ) && isString(t):
 			typ = arrow.BinaryTypes.LargeString
-		case isBinary(typ) && isBinary(t):
+		case (isBinary(typ) || isString(typ)) && (isBinary(t) || isString(t)): // one binary at least
 			typ = arrow.BinaryTypes.LargeBinary
 		default:
 			return nil, fmt.Errorf("%w: %s mixes %s and %s (%s)", ErrType, what, typ, t, writeNode(v))
@@ -691,7 +691,7 @@ func newCmpExpr(l vnode, op cmpOp, r vnode) (node, error) {
 		n.common = arithType(lt, rt)
 	case isString(lt) && isString(rt):
 		n.common = arrow.BinaryTypes.LargeString
-	case isBinary(lt) && isBinary(rt):
+	case (isBinary(lt) || isString(lt)) && (isBinary(rt) || isString(rt)): // one binary at least: bytes
 		n.common = arrow.BinaryTypes.LargeBinary
 	case lt.ID() == arrow.TIMESTAMP && rt.ID() == arrow.TIMESTAMP:
 		unit := max(lt.(*arrow.TimestampType).Unit, rt.(*arrow.TimestampType).Unit)
