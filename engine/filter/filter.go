@@ -31,11 +31,10 @@
 // different numeric types compare as int64, uint64 or float64.
 //
 // Binary columns (binary, large_binary) compare bytewise (unsigned bytes; a
-// prefix orders first) with string literals, taken as their UTF-8 bytes, with
-// hex and bit literals, and with other binary or string columns (a string as its
-// UTF-8 bytes): =, !=, <, <=, >, >=,
-// [NOT] IN, [NOT] BETWEEN, IS [NOT] NULL. LIKE on a binary column is refused
-// (ErrType). Statistics prune them in the same order.
+// prefix orders first) with hex and bit literals, with string literals and
+// string columns (as their UTF-8 bytes) and with other binary columns: =, !=,
+// <, <=, >, >=, [NOT] IN, [NOT] BETWEEN, IS [NOT] NULL. LIKE on a binary
+// column is refused (ErrType). Statistics prune them in the same order.
 //
 // Supported column types: int8-64, uint8-64, float32/64, bool, string,
 // large_string, binary, large_binary, timestamp (any unit and zone), date32,
