@@ -82,7 +82,7 @@ func propBatch(rng *rand.Rand, from, to int64) arrow.RecordBatch {
 		if null() {
 			b.Field(8).AppendNull()
 		} else {
-			b.Field(8).(*array.BinaryBuilder).Append([]byte(fmt.Sprintf("b%02d", rng.IntN(30))))
+			b.Field(8).(*array.BinaryBuilder).Append(propBin(rng))
 		}
 	}
 	return b.NewRecordBatch()
@@ -90,10 +90,42 @@ func propBatch(rng *rand.Rand, from, to int64) arrow.RecordBatch {
 
 func propPick(rng *rand.Rand, xs ...string) string { return xs[rng.IntN(len(xs))] }
 
+// propBin is a value of the binary column: mostly text ("b07"), sometimes empty or
+// bytes that are not UTF-8 (0x80, 0xff …), which order after every text value.
+func propBin(rng *rand.Rand) []byte {
+	switch rng.IntN(10) {
+	case 0:
+		return []byte{}
+	case 1:
+		return []byte{0xff, byte(rng.IntN(3))}
+	case 2:
+		return []byte{0x80}
+	}
+	return []byte(fmt.Sprintf("b%02d", rng.IntN(30)))
+}
+
+// propBinLit is a literal for the binary column: a string ('b07', compared as its UTF-8
+// bytes), or a hex (X'…', 0x…) or bit (b'…') literal of a propBin value.
+func propBinLit(rng *rand.Rand) string {
+	v := propBin(rng)
+	switch k := rng.IntN(4); {
+	case k == 0 && len(v) > 0 && v[0] < 0x80:
+		return "'" + string(v) + "'"
+	case k == 1 && len(v) > 0:
+		return fmt.Sprintf("0x%x", v)
+	case k == 2:
+		bits := ""
+		for _, c := range v {
+			bits += fmt.Sprintf("%08b", c)
+		}
+		return "b'" + bits + "'"
+	}
+	return fmt.Sprintf("X'%X'", v)
+}
+
 // propPredicate is a random predicate over propSchema: comparisons, BETWEEN, IN, IS
-// [NOT] NULL and their AND/OR/NOT combinations. None names the binary column: the WHERE
-// dialect refuses binary columns (a type mismatch), so its BTree is built, kept through
-// compaction and verified, but never asked.
+// [NOT] NULL and their AND/OR/NOT combinations, on every column (the binary one with
+// string, hex and bit literals).
 func propPredicate(rng *rand.Rand) string {
 	atoms := []func() string{
 		func() string {
@@ -121,6 +153,14 @@ func propPredicate(rng *rand.Rand) string {
 		func() string {
 			return fmt.Sprintf("at %s TIMESTAMP '%s'", propPick(rng, "<", ">="), time.Unix(int64(rng.IntN(1500)), 0).UTC().Format("2006-01-02 15:04:05"))
 		},
+		func() string {
+			return fmt.Sprintf("bin %s %s", propPick(rng, "=", "<", "<=", ">", ">=", "!="), propBinLit(rng))
+		},
+		func() string {
+			return fmt.Sprintf("bin %sIN (%s, %s, %s)", propPick(rng, "", "NOT "), propBinLit(rng), propBinLit(rng), propBinLit(rng))
+		},
+		func() string { return fmt.Sprintf("bin BETWEEN %s AND %s", propBinLit(rng), propBinLit(rng)) },
+		func() string { return propPick(rng, "bin IS NULL", "bin IS NOT NULL", "bin = ''", "bin >= X'FF'") },
 	}
 	p := atoms[rng.IntN(len(atoms))]()
 	switch rng.IntN(5) {
@@ -156,8 +196,9 @@ func propIDs(t *testing.T, tbl *engine.Table, opts engine.ScanOptions) []int64 {
 
 // propSame checks n random predicates at tbl's version: the rows with every usable
 // index forced, with the planner's choice, and without indexes (with and without
-// statistics) are the same. It returns how many plans used an index.
-func propSame(t *testing.T, tbl *engine.Table, rng *rand.Rand, n int, seed uint64) (used int) {
+// statistics) are the same. It returns how many plans used an index, and counts them by
+// index name in byName.
+func propSame(t *testing.T, tbl *engine.Table, rng *rand.Rand, n int, seed uint64, byName map[string]int) (used int) {
 	t.Helper()
 	ctx := context.Background()
 	for range n {
@@ -176,6 +217,7 @@ func propSame(t *testing.T, tbl *engine.Table, rng *rand.Rand, n int, seed uint6
 		for _, u := range plan.Indexes {
 			if u.Used {
 				used++
+				byName[u.Name]++
 			}
 		}
 	}
@@ -224,7 +266,8 @@ func TestIndexesNeverChangeAnswersAcrossCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	versions := []uint64{tbl.Version()}
-	used := propSame(t, tbl, rng, 40, seed)
+	byName := map[string]int{}
+	used := propSame(t, tbl, rng, 40, seed, byName)
 	ex := New(db)
 	ex.Write.MaxRowsPerBatch = 100
 	compactions := 0
@@ -236,7 +279,7 @@ func TestIndexesNeverChangeAnswersAcrossCompaction(t *testing.T) {
 			}
 		},
 		func() {
-			if _, err := tbl.Update(ctx, map[string]string{"score": "score + 1", "name": "'upd'"}, fmt.Sprintf("id %% 7 = %d", rng.IntN(7))); err != nil {
+			if _, err := tbl.Update(ctx, map[string]string{"score": "score + 1", "name": "'upd'", "bin": propBinLit(rng)}, fmt.Sprintf("id %% 7 = %d", rng.IntN(7))); err != nil {
 				t.Fatal(err)
 			}
 		},
@@ -272,7 +315,7 @@ func TestIndexesNeverChangeAnswersAcrossCompaction(t *testing.T) {
 		if tbl, err = db.OpenTable(ctx, "prop"); err != nil { // the compaction committed through its own handle
 			t.Fatal(err)
 		}
-		used += propSame(t, tbl, rng, 15, seed)
+		used += propSame(t, tbl, rng, 15, seed, byName)
 		versions = append(versions, tbl.Version())
 	}
 	for _, v := range versions {
@@ -280,14 +323,17 @@ func TestIndexesNeverChangeAnswersAcrossCompaction(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		used += propSame(t, old, rng, 8, seed)
+		used += propSame(t, old, rng, 8, seed, byName)
 	}
 	if used == 0 {
 		t.Fatalf("seed %d: no query used an index", seed)
+	}
+	if byName["bin_idx"] == 0 {
+		t.Fatalf("seed %d: no query used the binary column's BTree (uses by index: %v)", seed, byName)
 	}
 	rep, err := verify.Table(ctx, db.Store(), db.Catalog(), "prop", verify.Options{AllVersions: true})
 	if err != nil || !rep.OK() {
 		t.Fatalf("seed %d: verify: %v %v", seed, err, rep.Faults)
 	}
-	t.Logf("%d compactions, %d versions, %d index uses", compactions, len(versions), used)
+	t.Logf("%d compactions, %d versions, %d index uses: %v", compactions, len(versions), used, byName)
 }

@@ -92,7 +92,7 @@ func statValue(v fragment.Value) (any, bool) {
 		return v.Uint, true
 	case fragment.KindFloat:
 		return v.Float, true
-	case fragment.KindString:
+	case fragment.KindString, fragment.KindBinary: // binary: the raw bytes, compared bytewise
 		return v.Str, true
 	case fragment.KindBool:
 		return v.Bool, true

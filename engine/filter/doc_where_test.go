@@ -48,6 +48,7 @@ func TestWhereDocExamplesParse(t *testing.T) {
 		{Name: "ok", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
 		{Name: "day", Type: arrow.FixedWidthTypes.Date32, Nullable: true},
 		{Name: "at", Type: &arrow.TimestampType{Unit: arrow.Microsecond}, Nullable: true},
+		{Name: "raw", Type: arrow.BinaryTypes.Binary, Nullable: true},
 	}, nil)
 	blocks := sqlBlocks(t, filepath.Join("..", "..", "docs", "where.md"))
 	if len(blocks) != 2 || len(blocks[0]) < 10 || len(blocks[1]) < 3 {

@@ -159,6 +159,10 @@ func scalarOf(dt arrow.DataType, v value) (scalar.Scalar, error) {
 		return scalar.NewStringScalar(v.s), nil
 	case arrow.LARGE_STRING:
 		return scalar.NewLargeStringScalar(v.s), nil
+	case arrow.BINARY:
+		return scalar.NewBinaryScalar(memory.NewBufferBytes([]byte(v.s)), dt), nil
+	case arrow.LARGE_BINARY:
+		return scalar.NewLargeBinaryScalar(memory.NewBufferBytes([]byte(v.s))), nil
 	case arrow.TIMESTAMP:
 		return scalar.NewTimestampScalar(arrow.Timestamp(v.i), dt), nil
 	case arrow.DATE32:
@@ -199,6 +203,8 @@ func (ev *evaluator) valueSet(dt arrow.DataType, vals []value, withNull bool) (a
 			b.Append(v.s)
 		case *array.LargeStringBuilder:
 			b.Append(v.s)
+		case *array.BinaryBuilder: // binary and large_binary
+			b.Append([]byte(v.s))
 		case *array.TimestampBuilder:
 			b.Append(arrow.Timestamp(v.i))
 		case *array.Date32Builder:

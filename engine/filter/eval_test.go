@@ -129,6 +129,9 @@ func TestEvaluateCases(t *testing.T) {
 	}
 	bld.Field(8).AppendNull()
 	bld.Field(9).(*array.Date32Builder).AppendValues([]arrowDate{baseDay, baseDay + 89, 0}, []bool{true, true, false})
+	// bin: an empty value (not NULL), bytes that are not UTF-8; lbin: "é" as UTF-8, "a".
+	bld.Field(10).(*array.BinaryBuilder).AppendValues([][]byte{{}, {0xff, 0x00}, nil}, []bool{true, true, false})
+	bld.Field(11).(*array.BinaryBuilder).AppendValues([][]byte{[]byte("é"), []byte("a"), nil}, []bool{true, true, false})
 	rec := bld.NewRecordBatch()
 	defer rec.Release()
 
@@ -198,6 +201,36 @@ func TestEvaluateCases(t *testing.T) {
 		{"NOT NULL", []bool{false, false, false}},
 		{"`I16` > 0", []bool{false, true, false}}, // case-insensitive fallback
 		{"t.i16 > 0", []bool{false, true, false}},
+		{"bin IS NULL", []bool{false, false, true}},
+		{"bin IS NOT NULL", []bool{true, true, false}},
+		{"bin = ''", []bool{true, false, false}}, // the empty value, not NULL
+		{"bin = X''", []bool{true, false, false}},
+		{"bin = 0xFF00", []bool{false, true, false}},
+		{"bin = x'ff'", []bool{false, false, false}},
+		{"bin > 'z'", []bool{false, true, false}},  // bytewise: 0xff > 'z'
+		{"bin < 0xFF", []bool{true, false, false}}, // a prefix orders first
+		{"bin >= X'FF'", []bool{false, true, false}},
+		{"X'FF' <= bin", []bool{false, true, false}},
+		{"bin BETWEEN '' AND X'FF'", []bool{true, false, false}},
+		{"bin NOT BETWEEN '' AND X'FF'", []bool{false, true, false}},
+		{"bin IN (X'FF00', 'x')", []bool{false, true, false}},
+		{"bin IN (X'FF00', NULL)", []bool{false, true, false}},
+		{"bin NOT IN ('')", []bool{false, true, false}},
+		{"bin <> ''", []bool{false, true, false}},
+		{"lbin = 'é'", []bool{true, false, false}}, // a string literal is its UTF-8 bytes
+		{"lbin = X'C3A9'", []bool{true, false, false}},
+		{"lbin > 'a'", []bool{true, false, false}},
+		{"lbin = b'01100001'", []bool{false, true, false}},
+		{"lbin IN ('a', 0xC3A9)", []bool{true, true, false}},
+		{"lbin < bin", []bool{false, true, false}},
+		{"bin = bin", []bool{true, true, false}},
+		{"lbin = s", []bool{false, false, false}},
+		{"lbin > s", []bool{true, false, false}}, // 0xC3A9 > 'SFO'; 'a' < 'sfo'
+		{"COALESCE(bin, X'00') = X'00'", []bool{false, false, true}},
+		{"COALESCE(lbin, 'é') = 'é'", []bool{true, false, true}},
+		{"CASE WHEN bin IS NULL THEN X'01' ELSE bin END < 'a'", []bool{true, false, true}},
+		{"X'41' = 'A'", []bool{true, true, true}},
+		{"bin IS NULL OR bin = 0xFF00", []bool{false, true, true}},
 	}
 	evalMem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	ctx := compute.WithAllocator(context.Background(), evalMem)

@@ -19,7 +19,8 @@
 // IS [NOT] TRUE/FALSE; [NOT] LIKE 'pattern' on strings (case-sensitive,
 // binary collation); a boolean column on its own; parentheses. Literals are
 // integers, decimals, floats, strings ('…' or "…"), TRUE, FALSE, NULL,
-// TIMESTAMP '…' and DATE '…'.
+// TIMESTAMP '…', DATE '…', and hex and bit literals (X'0A0B', 0x0A0B, b'1010',
+// 0b1010: bytes, for binary columns only).
 //
 // Literals are coerced to the column they meet and compared exactly:
 // int16col > 100000 is FALSE for every non-null row, intcol = 2.5 is FALSE,
@@ -29,8 +30,15 @@
 // compare as float64 against the literal's nearest double. Two columns of
 // different numeric types compare as int64, uint64 or float64.
 //
+// Binary columns (binary, large_binary) compare bytewise (unsigned bytes; a
+// prefix orders first) with hex and bit literals, with string literals and
+// string columns (as their UTF-8 bytes) and with other binary columns: =, !=,
+// <, <=, >, >=, [NOT] IN, [NOT] BETWEEN, IS [NOT] NULL. LIKE on a binary
+// column is refused (ErrType). Statistics prune them in the same order.
+//
 // Supported column types: int8-64, uint8-64, float32/64, bool, string,
-// large_string, timestamp (any unit and zone), date32, date64.
+// large_string, binary, large_binary, timestamp (any unit and zone), date32,
+// date64 (not fixed_size_binary or the view types).
 package filter
 
 import (
@@ -63,7 +71,7 @@ var (
 	// ('abc' with an int column), or a non-boolean is used as a condition.
 	ErrType = errors.New("type mismatch")
 	// ErrUnsupported: valid SQL the filter does not evaluate (functions
-	// other than COALESCE/IFNULL, subqueries, XOR, <=>, ILIKE, hex literals, …).
+	// other than COALESCE/IFNULL, subqueries, XOR, <=>, ILIKE, …).
 	ErrUnsupported = errors.New("unsupported expression")
 	// ErrArithmetic: evaluating a value expression overflowed its type or
 	// divided by zero (returned by Evaluate, naming the expression).

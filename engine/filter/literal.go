@@ -1,6 +1,7 @@
 package filter
 
 import (
+	"encoding/hex"
 	"fmt"
 	"math/big"
 	"strconv"
@@ -19,6 +20,7 @@ const (
 	litNum            // integer, decimal or float literal, held exactly as a rational
 	litString         // 'text' or "text"
 	litTime           // TIMESTAMP '…' or DATE '…'
+	litBytes          // X'0A0B', 0x0A0B, b'1010', 0b1010: bytes, held in str
 )
 
 // literal is a constant from the WHERE text, kept as written so String can
@@ -28,7 +30,7 @@ type literal struct {
 	b        bool
 	num      *big.Rat // litNum: exact value
 	numFloat bool     // litNum: written as a float (1e3) rather than an integer/decimal
-	str      string   // litString
+	str      string   // litString: the text; litBytes: the bytes
 	t        time.Time
 	dateOnly bool // litTime: written as DATE '…'
 }
@@ -46,6 +48,8 @@ func (l literal) String() string {
 		return ratText(l.num, l.numFloat)
 	case litString:
 		return quoteString(l.str)
+	case litBytes:
+		return "X'" + strings.ToUpper(hex.EncodeToString([]byte(l.str))) + "'"
 	case litTime:
 		if l.dateOnly {
 			return "DATE '" + l.t.Format("2006-01-02") + "'"
@@ -101,7 +105,8 @@ func quoteString(s string) string {
 
 // domain is how a column's values compare: integer-valued (signed or
 // unsigned, including timestamps, dates and booleans as 0/1), floating point,
-// or strings.
+// or strings (binary columns too: their bytes, in bytewise order, held as a
+// Go string).
 type domain uint8
 
 const (
@@ -117,6 +122,7 @@ type colDomain struct {
 	lo, hi   *big.Int // integer domains: the type's range
 	unitNano *big.Int // temporal types: nanoseconds per stored unit; nil otherwise
 	isBool   bool
+	isBinary bool // binary, large_binary: domString over bytes (string and hex/bit literals)
 }
 
 var (
@@ -169,6 +175,8 @@ func domainOf(dt arrow.DataType) (colDomain, bool) {
 		return colDomain{dom: domFloat}, true
 	case arrow.STRING, arrow.LARGE_STRING:
 		return colDomain{dom: domString}, true
+	case arrow.BINARY, arrow.LARGE_BINARY:
+		return colDomain{dom: domString, isBinary: true}, true
 	case arrow.TIMESTAMP:
 		d, _ := signed(64)
 		unit := dt.(*arrow.TimestampType).Unit
@@ -187,7 +195,8 @@ func domainOf(dt arrow.DataType) (colDomain, bool) {
 }
 
 // value is a constant in a column's domain: i for signed (timestamps, dates
-// and booleans included), u for unsigned, f for float, s for string.
+// and booleans included), u for unsigned, f for float, s for string (the
+// bytes, for a binary column).
 type value struct {
 	i int64
 	u uint64
@@ -297,6 +306,9 @@ func exactValue(c colRef, d colDomain, l literal) (*big.Rat, error) {
 			return timeUnits(t, d.unitNano), nil
 		}
 		return nil, mismatch("a temporal column needs a timestamp or date literal")
+	}
+	if l.kind == litBytes {
+		return nil, mismatch(bytesOnly)
 	}
 	switch l.kind {
 	case litNum:
@@ -444,9 +456,8 @@ func planLiteral(c colRef, d colDomain, op cmpOp, l literal) (plan, error) {
 		return plan{kind: planNull}, nil
 	}
 	if d.dom == domString {
-		if l.kind != litString {
-			return plan{}, fmt.Errorf("%w: %s cannot be compared with column %s (%s): a string column needs a string literal",
-				ErrType, l, quoteIdent(c.name), typeName(c.typ))
+		if err := stringLiteral(c, d, l); err != nil {
+			return plan{}, err
 		}
 		return plan{kind: planCompare, op: op, val: value{s: l.str}}, nil
 	}
@@ -459,6 +470,27 @@ func planLiteral(c colRef, d colDomain, op cmpOp, l literal) (plan, error) {
 		return plan{kind: planCompare, op: op, val: value{f: f}}, nil
 	}
 	return planInt(d, op, r), nil
+}
+
+// bytesOnly says why a hex or bit literal meets a column other than a binary one.
+const bytesOnly = "a hex or bit literal (X'…', 0x…, b'…') compares only with a binary column"
+
+// stringLiteral checks that l (not NULL) can be compared with c, a column of the
+// string domain d: a string literal with a string column; a string literal (its UTF-8
+// bytes) or a hex or bit literal with a binary column.
+func stringLiteral(c colRef, d colDomain, l literal) error {
+	switch {
+	case l.kind == litString, l.kind == litBytes && d.isBinary:
+		return nil
+	case l.kind == litBytes:
+		return fmt.Errorf("%w: %s cannot be compared with column %s (%s): %s",
+			ErrType, l, quoteIdent(c.name), typeName(c.typ), bytesOnly)
+	case d.isBinary:
+		return fmt.Errorf("%w: %s cannot be compared with column %s (%s): a binary column needs a string, hex or bit literal",
+			ErrType, l, quoteIdent(c.name), typeName(c.typ))
+	}
+	return fmt.Errorf("%w: %s cannot be compared with column %s (%s): a string column needs a string literal",
+		ErrType, l, quoteIdent(c.name), typeName(c.typ))
 }
 
 // setValues binds the literals of an IN list: values that can never equal a

@@ -6,6 +6,7 @@ package filter
 // the package (exact rationals for integers and times, float64 for floats).
 
 import (
+	"encoding/hex"
 	"fmt"
 	"math"
 	"math/big"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -28,6 +30,7 @@ const (
 	kBool
 	kTime // timestamp[us]: reference value is microseconds
 	kDate // date32: reference value is days
+	kBin  // binary, large_binary: reference value is the bytes as a Go string
 )
 
 type tcol struct {
@@ -49,6 +52,8 @@ var testCols = []tcol{
 	{"b", arrow.FixedWidthTypes.Boolean, kBool},
 	{"ts", tsUS, kTime},
 	{"d32", arrow.FixedWidthTypes.Date32, kDate},
+	{"bin", arrow.BinaryTypes.Binary, kBin},
+	{"lbin", arrow.BinaryTypes.LargeBinary, kBin},
 }
 
 func testSchema() *arrow.Schema {
@@ -97,6 +102,19 @@ func randFloat(r *rand.Rand) float64 {
 		return 0.1
 	}
 	return float64(r.Intn(41)-20) / 4
+}
+
+// binBytes are the bytes of random binary values: NUL, ASCII, bytes that are not
+// UTF-8 on their own (0x80, 0xc3, 0xff) and the two bytes of "é" (0xc3 0xa9).
+var binBytes = []byte{0x00, 'a', 'b', 0x7f, 0x80, 0xc3, 0xa9, 0xff}
+
+// randBytes returns 0 to 3 random bytes (often empty, often not UTF-8).
+func randBytes(r *rand.Rand) string {
+	b := make([]byte, r.Intn(4))
+	for i := range b {
+		b[i] = binBytes[r.Intn(len(binBytes))]
+	}
+	return string(b)
 }
 
 // genBatch makes n rows; the record is a slice at a random offset of a
@@ -172,6 +190,10 @@ func genBatch(r *rand.Rand, mem memory.Allocator, n int) *tbatch {
 				v := int32(baseDay + r.Intn(130) - 10)
 				fb.(*array.Date32Builder).Append(arrow.Date32(v))
 				col[i] = rat(int64(v))
+			case "bin", "lbin":
+				v := randBytes(r)
+				fb.(*array.BinaryBuilder).Append([]byte(v))
+				col[i] = v
 			}
 		}
 		vals[ci] = col[off : off+n]
@@ -394,8 +416,33 @@ func (g *gen) lit(ci int) (string, any) {
 		return "FALSE", rat(0)
 	case kTime, kDate:
 		return g.timeLit(ci)
+	case kBin:
+		v := randBytes(r)
+		if s := g.sample(ci); s != nil && r.Intn(2) == 0 {
+			v = s.(string)
+		}
+		return bytesLit(r, v), v
 	}
 	panic("unreachable")
+}
+
+// bytesLit spells the bytes v as a literal a binary column compares with: a string
+// (when v is printable UTF-8), X'…', 0x… (not for no bytes) or b'…'.
+func bytesLit(r *rand.Rand, v string) string {
+	printable := utf8.ValidString(v) && !strings.ContainsFunc(v, func(c rune) bool { return c < ' ' || c == 0x7f || c == '\\' })
+	switch k := r.Intn(4); {
+	case k == 0 && printable:
+		return quoteSQL(v)
+	case k == 1 && v != "":
+		return "0x" + hex.EncodeToString([]byte(v))
+	case k == 2:
+		var sb strings.Builder
+		for _, c := range []byte(v) {
+			fmt.Fprintf(&sb, "%08b", c)
+		}
+		return "b'" + sb.String() + "'"
+	}
+	return "X'" + strings.ToUpper(hex.EncodeToString([]byte(v))) + "'"
 }
 
 // timeLit returns a temporal literal near the data in one of the accepted
@@ -457,7 +504,7 @@ func (g *gen) op() (cmpOp, string) {
 
 // colPairs are column pairs the filter compares directly.
 var colPairs = [][2]string{{"i16", "i64"}, {"i16", "u32"}, {"i64", "f64"}, {"f32", "f64"}, {"i16", "f32"},
-	{"s", "ls"}, {"b", "b"}, {"ts", "ts"}, {"d32", "d32"}, {"i64", "i64"}, {"u32", "u32"}}
+	{"s", "ls"}, {"b", "b"}, {"ts", "ts"}, {"d32", "d32"}, {"i64", "i64"}, {"u32", "u32"}, {"bin", "lbin"}, {"bin", "bin"}, {"s", "bin"}, {"lbin", "ls"}}
 
 func colIndex(name string) int {
 	for i, c := range testCols {
@@ -662,6 +709,11 @@ func trueStats(b *tbatch, ci int) ColumnStats {
 		case kFloat:
 			return v.(float64)
 		case kStr:
+			return v.(string)
+		case kBin:
+			if r := []byte(v.(string)); len(r)%2 == 0 { // either spelling the filter takes
+				return r
+			}
 			return v.(string)
 		case kBool:
 			return v.(*big.Rat).Sign() != 0

@@ -60,7 +60,8 @@ func (n *cmpCols) write(sb *strings.Builder) {
 
 // newCmpCols binds a comparison of two columns, choosing the type both are
 // cast to: int64/uint64 for integers of one signedness, float64 when either
-// is floating, the finer unit for two timestamps, large_string for strings.
+// is floating, the finer unit for two timestamps, large_string for strings,
+// large_binary for binaries (and a binary with a string: the string's UTF-8 bytes).
 func newCmpCols(l colRef, op cmpOp, r colRef) (node, error) {
 	lt, rt := l.typ, r.typ
 	mismatch := func(why string) error {
@@ -85,6 +86,8 @@ func newCmpCols(l colRef, op cmpOp, r colRef) (node, error) {
 		n.common = &arrow.TimestampType{Unit: unit, TimeZone: lts.TimeZone}
 	case ld.isBool || rd.isBool:
 		return nil, mismatch("")
+	case (ld.isBinary || rd.isBinary) && ld.dom == domString && rd.dom == domString:
+		n.common = arrow.BinaryTypes.LargeBinary // a string column as its UTF-8 bytes
 	case ld.dom == domString && rd.dom == domString:
 		n.common = arrow.BinaryTypes.LargeString
 	case ld.dom == domFloat || rd.dom == domFloat:

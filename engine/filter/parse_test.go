@@ -28,6 +28,12 @@ func TestParseErrors(t *testing.T) {
 		{Name: "aB", Type: arrow.PrimitiveTypes.Int64},
 		{Name: "tags", Type: arrow.ListOf(arrow.BinaryTypes.String)},
 	}, nil)
+	bin := arrow.NewSchema([]arrow.Field{
+		{Name: "b", Type: arrow.BinaryTypes.Binary, Nullable: true},
+		{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "n", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "fb", Type: &arrow.FixedSizeBinaryType{ByteWidth: 2}, Nullable: true},
+	}, nil)
 	cases := []struct {
 		where  string
 		schema *arrow.Schema
@@ -83,7 +89,17 @@ func TestParseErrors(t *testing.T) {
 		{"delay > 1 XOR distance > 1", nil, ErrUnsupported, []string{"xor"}},
 		{"delay <=> 1", nil, ErrUnsupported, nil},
 		{"origin ILIKE 's%'", nil, ErrUnsupported, []string{"ILIKE"}},
-		{"origin = x'41'", nil, ErrUnsupported, []string{"hex"}},
+		{"origin = x'41'", nil, ErrType, []string{"X'41'", "origin", "hex", "binary column"}},
+		{"delay IN (1, 0x41)", nil, ErrType, []string{"X'41'", "delay", "binary column"}},
+		{"b LIKE 'a%'", bin, ErrType, []string{"LIKE", "b", "binary", "BETWEEN"}},
+		{"b NOT LIKE 'a%'", bin, ErrType, []string{"LIKE", "binary"}},
+		{"b = 5", bin, ErrType, []string{"b", "binary column needs a string, hex or bit literal"}},
+		{"b IN ('a', 5)", bin, ErrType, []string{"b", "binary"}},
+		{"b > DATE '2006-01-01'", bin, ErrType, []string{"b", "binary"}},
+		{"n = b", bin, ErrType, []string{"b", "n"}},
+		{"b", bin, ErrType, []string{"b", "not boolean"}},
+		{"X'01'", bin, ErrType, []string{"not a condition"}},
+		{"fb IS NULL", bin, ErrType, []string{"fb", "fixed_size_binary"}},
 		{"EXISTS (SELECT 1)", nil, ErrUnsupported, nil},
 	}
 	for _, c := range cases {
@@ -113,6 +129,7 @@ func TestStringNormalizes(t *testing.T) {
 		arrow.Field{Name: "weird name", Type: arrow.PrimitiveTypes.Int16},
 		arrow.Field{Name: "Flag", Type: arrow.FixedWidthTypes.Boolean},
 		arrow.Field{Name: "x`y", Type: arrow.BinaryTypes.String},
+		arrow.Field{Name: "bin", Type: arrow.BinaryTypes.Binary},
 	), nil)
 	cases := []struct{ in, want string }{
 		{"origin='SFO' and delay>60", "origin = 'SFO' AND delay > 60"},
@@ -141,6 +158,10 @@ func TestStringNormalizes(t *testing.T) {
 		{"TRUE", "TRUE"},
 		{"1 = 1 AND delay > 0", "1 = 1 AND delay > 0"},
 		{"delay = distance", "delay = distance"},
+		{"bin = x'0a0b'", "bin = X'0A0B'"},
+		{"bin IN (0x0A, b'1', 'a', X'', NULL)", "bin IN (X'0A', X'01', 'a', X'', NULL)"},
+		{"bin between 'a' and 0xff", "bin BETWEEN 'a' AND X'FF'"},
+		{"0xff > bin", "bin < X'FF'"},
 	}
 	for _, c := range cases {
 		e, err := Parse(c.in, schema)

@@ -122,6 +122,8 @@ func TestMayMatchPrunes(t *testing.T) {
 		arrow.Field{Name: "one", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 		arrow.Field{Name: "far", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 		arrow.Field{Name: "d", Type: arrow.FixedWidthTypes.Date32, Nullable: true},
+		arrow.Field{Name: "raw", Type: arrow.BinaryTypes.LargeBinary, Nullable: true},
+		arrow.Field{Name: "rawnull", Type: arrow.BinaryTypes.Binary, Nullable: true},
 	), nil)
 	const rows = 100
 	stats := map[string]ColumnStats{
@@ -136,6 +138,8 @@ func TestMayMatchPrunes(t *testing.T) {
 		"one":         {NullCount: 0, HasMinMax: true, Min: int64(5), Max: int64(5)},
 		"far":         {NullCount: 0, HasMinMax: true, Min: int64(1000), Max: int64(2000)},
 		"d":           {NullCount: 0, HasMinMax: true, Min: int32(baseDay), Max: int32(baseDay + 30)},
+		"raw":         {NullCount: 0, HasMinMax: true, Min: []byte{0x41}, Max: string([]byte{0x80, 0x00})},
+		"rawnull":     {NullCount: rows}, // all null
 	}
 	fn := func(c string) (ColumnStats, bool) { st, ok := stats[c]; return st, ok }
 	cases := []struct {
@@ -191,6 +195,21 @@ func TestMayMatchPrunes(t *testing.T) {
 		{"d > '2006-02-01'", false},
 		{"d >= '2006-01-31'", true},
 		{"d > '2006-01-31 00:00:01'", false},
+		{"raw = 'A'", true},
+		{"raw = ''", false}, // the empty value orders before the minimum 'A'
+		{"raw < 'A'", false},
+		{"raw < X'4100'", true},
+		{"raw = X'80'", true},
+		{"raw > X'8000'", false},
+		{"raw >= 0x8000", true},
+		{"raw = X'FF'", false}, // 0xFF orders after 0x8000
+		{"raw IN (X'FF', '', X'00')", false},
+		{"raw IN (X'FF', 'Z')", true},
+		{"raw BETWEEN X'81' AND X'FF'", false},
+		{"raw IS NULL", false},
+		{"rawnull IS NULL", true},
+		{"rawnull IS NOT NULL", false},
+		{"rawnull = X'00'", false},
 		{"gone > 0", false},
 		{"NOT (gone > 0)", false},
 		{"gone IS NULL", true},

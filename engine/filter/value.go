@@ -369,6 +369,8 @@ func literalType(l literal) (arrow.DataType, error) {
 		return arrow.FixedWidthTypes.Boolean, nil
 	case litString:
 		return arrow.BinaryTypes.String, nil
+	case litBytes:
+		return arrow.BinaryTypes.Binary, nil
 	case litTime:
 		if l.dateOnly {
 			return arrow.FixedWidthTypes.Date32, nil
@@ -415,7 +417,10 @@ func literalScalar(l literal, dt arrow.DataType) (scalar.Scalar, error) {
 	var v value
 	switch {
 	case d.dom == domString:
-		if l.kind != litString {
+		if l.kind != litString && !(l.kind == litBytes && d.isBinary) {
+			if d.isBinary {
+				return nil, bad("a string, hex or bit literal is needed")
+			}
 			return nil, bad("a string literal is needed")
 		}
 		v.s = l.str
@@ -495,6 +500,9 @@ func isString(dt arrow.DataType) bool {
 	return dt.ID() == arrow.STRING || dt.ID() == arrow.LARGE_STRING
 }
 func isDate(dt arrow.DataType) bool { return dt.ID() == arrow.DATE32 || dt.ID() == arrow.DATE64 }
+func isBinary(dt arrow.DataType) bool {
+	return dt.ID() == arrow.BINARY || dt.ID() == arrow.LARGE_BINARY
+}
 
 // arithType is the type integer and float operands are computed in.
 func arithType(a, b arrow.DataType) arrow.DataType {
@@ -619,6 +627,8 @@ func resultType(hint arrow.DataType, branches []vnode, what string) (arrow.DataT
 			typ = arithType(typ, t)
 		case isString(typ) && isString(t):
 			typ = arrow.BinaryTypes.LargeString
+		case (isBinary(typ) || isString(typ)) && (isBinary(t) || isString(t)): // one binary at least
+			typ = arrow.BinaryTypes.LargeBinary
 		default:
 			return nil, fmt.Errorf("%w: %s mixes %s and %s (%s)", ErrType, what, typ, t, writeNode(v))
 		}
@@ -628,7 +638,7 @@ func resultType(hint arrow.DataType, branches []vnode, what string) (arrow.DataT
 
 // assignable reports whether values of type from may be stored as type to
 // (checked per value when cast): NULL into anything; numbers into numbers;
-// strings into strings; timestamps into timestamps; dates into dates;
+// strings into strings; binaries into binaries; timestamps into timestamps; dates into dates;
 // otherwise only the same type.
 func assignable(from, to arrow.DataType) bool {
 	switch {
@@ -638,6 +648,8 @@ func assignable(from, to arrow.DataType) bool {
 		return isNumeric(to)
 	case isString(from):
 		return isString(to)
+	case isBinary(from):
+		return isBinary(to)
 	case from.ID() == arrow.TIMESTAMP:
 		return to.ID() == arrow.TIMESTAMP
 	case isDate(from):
@@ -679,6 +691,8 @@ func newCmpExpr(l vnode, op cmpOp, r vnode) (node, error) {
 		n.common = arithType(lt, rt)
 	case isString(lt) && isString(rt):
 		n.common = arrow.BinaryTypes.LargeString
+	case (isBinary(lt) || isString(lt)) && (isBinary(rt) || isString(rt)): // one binary at least: bytes
+		n.common = arrow.BinaryTypes.LargeBinary
 	case lt.ID() == arrow.TIMESTAMP && rt.ID() == arrow.TIMESTAMP:
 		unit := max(lt.(*arrow.TimestampType).Unit, rt.(*arrow.TimestampType).Unit)
 		n.common = &arrow.TimestampType{Unit: unit, TimeZone: lt.(*arrow.TimestampType).TimeZone}
