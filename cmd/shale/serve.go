@@ -180,9 +180,9 @@ func (f *serveFlags) options(fs *pflag.FlagSet) (serve.Options, error) {
 			o.Addr = file.Listen
 		}
 		if len(file.Policy) > 0 {
-			p, err := state.DecodePolicy(file.Policy)
+			p, err := state.ParsePolicy(file.Policy)
 			if err != nil {
-				return o, usagef("--config %s: policy: %v", f.config, errors.Unwrap(err))
+				return o, usagef("--config %s: policy: %v", f.config, err)
 			}
 			cfg.Policy = p
 		}
@@ -268,13 +268,19 @@ func parseBytes(s string) (int64, error) {
 // serveReport is `shale serve --once --json`'s object.
 type serveReport struct {
 	Executor   string           `json:"executor"`
-	Placed     []serveExecRow   `json:"placed"`
+	Placed     []servePlacedRow `json:"placed"`
 	Skips      []serveSkipRow   `json:"skips"`
 	Executions []serveExecRow   `json:"executions"`
 	Refused    int              `json:"refused"`
 	ElapsedMS  int64            `json:"elapsed_ms"`
 	Failed     int              `json:"failed"`
-	Placements []plan.Placement `json:"-"`
+}
+
+type servePlacedRow struct {
+	Table    string `json:"table"`
+	Kind     string `json:"kind"`
+	Executor string `json:"executor"`
+	ID       string `json:"id"`
 }
 
 type serveExecRow struct {
@@ -282,9 +288,9 @@ type serveExecRow struct {
 	Kind      string `json:"kind"`
 	Executor  string `json:"executor"`
 	ID        string `json:"id"`
-	Phase     string `json:"phase,omitempty"`
+	Phase     string `json:"phase"`
 	Error     string `json:"error,omitempty"`
-	ElapsedMS int64  `json:"elapsed_ms,omitempty"`
+	ElapsedMS int64  `json:"elapsed_ms"`
 }
 
 type serveSkipRow struct {
@@ -324,10 +330,10 @@ func (a *app) runServe(ctx context.Context, f serveFlags, opts serve.Options) er
 	if err != nil {
 		return serveError(err)
 	}
-	rep := serveReport{Executor: s.ID(), Placed: []serveExecRow{}, Skips: []serveSkipRow{}, Executions: []serveExecRow{},
+	rep := serveReport{Executor: s.ID(), Placed: []servePlacedRow{}, Skips: []serveSkipRow{}, Executions: []serveExecRow{},
 		Refused: res.Pass.Refused, ElapsedMS: time.Since(start).Milliseconds()}
 	for _, p := range res.Pass.Placed {
-		rep.Placed = append(rep.Placed, serveExecRow{Table: p.Table, Kind: string(p.Kind), Executor: p.Executor, ID: p.ID})
+		rep.Placed = append(rep.Placed, servePlacedRow{Table: p.Table, Kind: string(p.Kind), Executor: p.Executor, ID: p.ID})
 	}
 	for _, sk := range res.Pass.Output.Skips {
 		if sk.Reason != plan.SkipNoWork {
@@ -337,6 +343,9 @@ func (a *app) runServe(ctx context.Context, f serveFlags, opts serve.Options) er
 	for _, e := range res.Executions {
 		row := serveExecRow{Table: e.Assignment.Table, Kind: string(e.Assignment.Kind), Executor: e.Assignment.Executor, ID: e.Assignment.ID,
 			Phase: e.Phase, ElapsedMS: e.Elapsed.Milliseconds()}
+		if row.Phase == "" {
+			row.Phase = "lost" // released (its lease expired) before it was bound
+		}
 		if e.Err != nil {
 			row.Error = e.Err.Error()
 			rep.Failed++
