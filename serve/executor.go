@@ -229,8 +229,21 @@ func (s *Server) execute(ctx context.Context, e *execution) ExecutionResult {
 			f.Class = plan.FailureRetryable
 		}
 	}
-	if err := s.st.Release(rctx, cur, f, handBack); err != nil {
-		log.Warn("serve: release", "err", err)
+	// A release whose reply is lost is retried (it is guarded by the assignment's
+	// identity, so a retry after a landed release finds it lost and changes nothing). One
+	// that still fails leaves the assignment; the executor loop finds it not running here
+	// and runs it again (the work is idempotent at its commit points).
+	var rerr error
+	for attempt := range 3 {
+		if attempt > 0 {
+			sleep(rctx, time.Duration(attempt)*200*time.Millisecond)
+		}
+		if rerr = s.st.Release(rctx, cur, f, handBack); rerr == nil || errors.Is(rerr, state.ErrAssignmentLost) {
+			break
+		}
+	}
+	if rerr != nil {
+		log.Warn("serve: release", "err", rerr)
 		return r
 	}
 	r.Released = true

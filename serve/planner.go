@@ -130,6 +130,7 @@ func (s *Server) pass(ctx context.Context, lead leadership) (PassResult, error) 
 			s.m.Placement(string(sk.Reason))
 		}
 	}
+	s.reconcile(ctx, in.Tables)
 	for _, p := range out.Placements {
 		a, err := s.place(ctx, lead, p, execs[p.Executor], in, snap)
 		switch {
@@ -174,6 +175,28 @@ func (s *Server) pass(ctx context.Context, lead leadership) (PassResult, error) 
 	s.m.SetTopTables(pending)
 	s.m.ObservePass(time.Since(start), stats.DemandBytes)
 	return res, nil
+}
+
+// reconcilePerPass bounds the tables whose WAL demand one pass republishes from storage.
+const reconcilePerPass = 8
+
+// reconcile republishes the WAL demand of the next few tables (round robin over passes)
+// from storage, so a lost demand event heals within len(tables)/reconcilePerPass passes.
+// Errors are logged: demand is rebuildable and the next round tries again.
+func (s *Server) reconcile(ctx context.Context, tables []plan.TableState) {
+	if len(tables) == 0 {
+		return
+	}
+	for i := 0; i < reconcilePerPass && i < len(tables); i++ {
+		t := tables[(s.reconcileNext+i)%len(tables)]
+		if t.Dropped || t.Unreadable != "" {
+			continue
+		}
+		if err := gatherReconcile(ctx, s.db, t.Table); err != nil && ctx.Err() == nil {
+			s.log.Warn("serve: reconcile WAL demand", "table", t.Table, "err", err)
+		}
+	}
+	s.reconcileNext = (s.reconcileNext + reconcilePerPass) % len(tables)
 }
 
 // place stores one placement with the guarded transaction.

@@ -26,6 +26,7 @@ import (
 	"github.com/shale-db/shale/serve/state"
 	"github.com/shale-db/shale/store"
 	"github.com/shale-db/shale/wal"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 var etcd *coord.Embedded
@@ -399,13 +400,12 @@ func TestWatchdogCancelsStalledExecutionAndPlacesItAgain(t *testing.T) {
 	}
 	defer s.Close(ctx)
 	waitFor(t, "the stall", func() bool { return rec.execs("merge_wal", serve.PhaseStalled) == 1 })
-	f, ok, err := s.State().Failure(ctx, "w", plan.KindMergeWAL)
-	if err != nil || !ok || f.Class != plan.FailureRetryable || f.Attempts != 1 {
-		// It may already have been placed again and succeeded (clearing the entry).
-		if rec.execs("merge_wal", serve.PhaseSucceeded) == 0 {
-			t.Fatalf("failure entry %+v %v %v", f, ok, err)
-		}
-	}
+	// The release records a retryable failure: the back-off (2 s) keeps it until the
+	// work is placed again.
+	waitFor(t, "the failure entry", func() bool {
+		f, ok, err := s.State().Failure(ctx, "w", plan.KindMergeWAL)
+		return err == nil && ok && f.Class == plan.FailureRetryable && f.Attempts == 1
+	})
 	waitFor(t, "the work placed again and done", func() bool { return merged(t, db, "w") == 2 })
 	waitFor(t, "the failure entry cleared", func() bool {
 		_, ok, err := s.State().Failure(ctx, "w", plan.KindMergeWAL)
@@ -416,5 +416,102 @@ func TestWatchdogCancelsStalledExecutionAndPlacesItAgain(t *testing.T) {
 	}
 	if rec.stalls != 1 {
 		t.Fatalf("%d stalls", rec.stalls)
+	}
+}
+
+func TestCloseHandsBackRunningWork(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, storetest.Local(t))
+	walBacklog(t, db, "w", 2)
+	release := make(chan struct{})
+	defer close(release)
+	t.Cleanup(failpoint.Enable("serve.execute", failpoint.BlockUntilClosed(release)))
+	rec := newRecorder()
+	cfg := fastConfig()
+	cfg.IdleTimeout = time.Hour // only the drain ends the blocked execution
+	s, err := serve.New(ctx, db, serve.Options{ID: "s", Config: cfg, Logger: quietLog(), Metrics: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := serve.StateOf(db)
+	waitFor(t, "the merge to run", func() bool {
+		snap, err := st.Read(ctx)
+		return err == nil && len(snap.Assignments) == 1 && snap.Assignments[0].State == state.StateRunning
+	})
+	dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if err := s.Close(dctx); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := st.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Handed back: no assignment, no failure counted against the table, no executor.
+	if len(snap.Assignments) != 0 || len(snap.Failures) != 0 || len(snap.Executors) != 0 {
+		t.Fatalf("after drain: %+v %+v %+v", snap.Assignments, snap.Failures, snap.Executors)
+	}
+	if rec.execs("merge_wal", serve.PhaseCancelled) != 1 || merged(t, db, "w") != 0 {
+		t.Fatalf("executions %v, merged %d", rec.executions, merged(t, db, "w"))
+	}
+	if id, _, err := st.Leader(ctx); err != nil || id != "" {
+		t.Fatalf("leader after drain: %q %v", id, err)
+	}
+}
+
+func TestLeaseLossReRegistersAndKeepsWorking(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, storetest.Local(t))
+	s := newServer(t, db, "s", nil)
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	st := serve.StateOf(db)
+	waitFor(t, "leadership", s.IsLeader)
+	snap, err := st.Read(ctx)
+	if err != nil || len(snap.Executors) != 1 {
+		t.Fatalf("%+v %v", snap, err)
+	}
+	old := snap.Executors[0]
+	// The lease expires (etcd unreachable past the TTL, a paused process): revoke it.
+	if _, err := st.Client().Revoke(ctx, clientv3.LeaseID(old.Lease)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a new registration", func() bool {
+		snap, err := st.Read(ctx)
+		return err == nil && len(snap.Executors) == 1 && snap.Executors[0].Lease != old.Lease
+	})
+	walBacklog(t, db, "w", 2)
+	waitFor(t, "the backlog merged after re-registration", func() bool { return merged(t, db, "w") == 2 })
+}
+
+func TestOnceRefusesWhileAnotherLeads(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, storetest.Local(t))
+	s := newServer(t, db, "daemon", nil)
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	waitFor(t, "leadership", s.IsLeader)
+	_, err := newServer(t, db, "once", nil).Once(ctx)
+	if !errors.Is(err, serve.ErrLeaderRunning) {
+		t.Fatalf("once beside a leader: %v", err)
+	}
+	// A process with another config refuses to start.
+	other, err := serve.New(ctx, db, serve.Options{ID: "other", Config: state.Config{PassInterval: time.Second}, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Start(ctx); !errors.Is(err, state.ErrConfigMismatch) {
+		t.Fatalf("start with another config: %v", err)
+	}
+	// The same id twice is refused while the first lives.
+	if err := newServer(t, db, "daemon", nil).Start(ctx); !errors.Is(err, state.ErrExecutorExists) {
+		t.Fatalf("duplicate id: %v", err)
 	}
 }

@@ -82,6 +82,8 @@ type Server struct {
 	leading  bool
 	lastPass passRecord
 
+	reconcileNext int // the planner's round-robin position (planner goroutine only)
+
 	draining atomic.Bool
 	closed   atomic.Bool
 	wake     chan struct{} // wakes the planner
