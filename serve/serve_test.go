@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -513,5 +514,42 @@ func TestOnceRefusesWhileAnotherLeads(t *testing.T) {
 	// The same id twice is refused while the first lives.
 	if err := newServer(t, db, "daemon", nil).Start(ctx); !errors.Is(err, state.ErrExecutorExists) {
 		t.Fatalf("duplicate id: %v", err)
+	}
+}
+
+func TestSlowButProgressingExecutionIsNotCancelled(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, storetest.Local(t))
+	fragments(t, db, "c", 20)
+	// Every batch the compaction reads waits 150 ms: the run takes well over the idle
+	// timeout (500 ms), but it completes a storage request between waits.
+	t.Cleanup(failpoint.Enable("compaction.read_batch", failpoint.Sleep(150*time.Millisecond)))
+	// Before the release, the heartbeat has recorded the progress in the assignment.
+	var progress atomic.Int64
+	st := serve.StateOf(db)
+	t.Cleanup(failpoint.Enable("serve.before_release", failpoint.Call(func(ctx context.Context) error {
+		snap, err := st.Read(ctx)
+		if err == nil && len(snap.Assignments) == 1 {
+			progress.Store(snap.Assignments[0].Progress)
+		}
+		return nil
+	})))
+	rec := newRecorder()
+	start := time.Now()
+	res, err := newServer(t, db, "once", rec).Once(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := phases(res.Executions); p[plan.KindCompact] != serve.PhaseSucceeded {
+		t.Fatalf("executions %+v", res.Executions)
+	}
+	if el := time.Since(start); el < time.Second {
+		t.Fatalf("the compaction took %s: the failpoint did not slow it", el)
+	}
+	if rec.stalls != 0 {
+		t.Fatalf("%d stalls", rec.stalls)
+	}
+	if progress.Load() < 1 {
+		t.Fatalf("progress recorded %d, want the heartbeat to have recorded completed requests", progress.Load())
 	}
 }

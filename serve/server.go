@@ -314,16 +314,9 @@ func (s *Server) Close(ctx context.Context) error {
 		return nil
 	}
 	s.draining.Store(true)
-	s.mu.Lock()
-	el, leading := s.elect, s.leading
-	s.mu.Unlock()
-	if leading && el != nil {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		if err := el.Resign(rctx); err != nil {
-			s.log.Warn("serve: resign", "err", err)
-		}
-		cancel()
-	}
+	// The planner goroutine owns the election (its methods are not safe for concurrent
+	// use): stopping the loops makes it resign on its way out, so another process plans
+	// while this one drains.
 	if s.cancel != nil {
 		s.cancel()
 	}
