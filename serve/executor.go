@@ -295,8 +295,13 @@ func (s *Server) run(ctx context.Context, a state.Assignment) error {
 		if err != nil {
 			return err
 		}
-		_, err = t.MergeWAL(ctx, engine.MergeWALOptions{})
-		return err
+		if _, err = t.MergeWAL(ctx, engine.MergeWALOptions{}); err != nil {
+			return err
+		}
+		// The merge publishes its watermarks into demand in the background; republish
+		// them from storage now, so the next pass sees the merge (also when there was
+		// nothing left to merge: demand that lost a merged event is corrected here).
+		return gatherReconcile(ctx, db, a.Table)
 	case plan.KindCompact:
 		ex := compaction.New(db)
 		recovery.Enable(ex)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -324,16 +323,4 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
-}
-
-// sortedAssignments orders assignments by table and kind.
-func sortedAssignments(as []state.Assignment) []state.Assignment {
-	out := append([]state.Assignment(nil), as...)
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Table != out[j].Table {
-			return out[i].Table < out[j].Table
-		}
-		return out[i].Kind < out[j].Kind
-	})
-	return out
 }

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -151,4 +156,85 @@ func TestServeBadInput(t *testing.T) {
 	}
 	// Nothing was stored by the refused starts: the first real start may choose settings.
 	e.ok("serve", "--once", "--pass-interval", "3s")
+}
+
+// TestServeDrainsOnSIGTERM: a running `shale serve` registers, leads, compacts a table
+// nobody asked it to, and on SIGTERM drains and exits 0, leaving no executor and no
+// planner behind.
+func TestServeDrainsOnSIGTERM(t *testing.T) {
+	e := freshEnv(t)
+	tbl := e.table("servedrain")
+	for i := range 18 {
+		e.ok("import", e.file(fmt.Sprintf("f%d.csv", i), fmt.Sprintf("id\n%d\n", i)), "--table", tbl)
+	}
+	cmd := exec.Command(shaleBin, "serve", "--pass-interval", "100ms", "--id", "drainer")
+	cmd.Dir = e.dir
+	cmd.Env = append(os.Environ(), "SHALE_HOME="+e.home, "SHALE_ETCD_IDLE=20s")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	type statusJSON struct {
+		Leader    string `json:"leader"`
+		Executors []struct {
+			ID string `json:"id"`
+		} `json:"executors"`
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var st statusJSON
+		if err := json.Unmarshal([]byte(e.ok("serve", "status", "--json")), &st); err != nil {
+			t.Fatal(err)
+		}
+		frags := len(e.inspectFragments(tbl))
+		if st.Leader == "drainer" && len(st.Executors) == 1 && frags < 18 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve never led and compacted (status %+v, %d fragments):\n%s", st, frags, stderr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("serve after SIGTERM: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("serve did not exit after SIGTERM:\n%s", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "serve: drained") {
+		t.Fatalf("no drain in the log:\n%s", stderr.String())
+	}
+	var st statusJSON
+	if err := json.Unmarshal([]byte(e.ok("serve", "status", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Leader != "" || len(st.Executors) != 0 {
+		t.Fatalf("left behind after drain: %+v", st)
+	}
+}
+
+// inspectFragments lists a table's fragments (inspect --json).
+func (e *env) inspectFragments(table string) []any {
+	e.t.Helper()
+	var v struct {
+		Fragments []any `json:"fragments"`
+	}
+	if err := json.Unmarshal([]byte(e.ok("inspect", table, "--json")), &v); err != nil {
+		e.t.Fatal(err)
+	}
+	return v.Fragments
 }
