@@ -14,6 +14,7 @@ import (
 	"github.com/shale-db/shale/manifest/catalog"
 	"github.com/shale-db/shale/recovery"
 	"github.com/shale-db/shale/repair"
+	"github.com/shale-db/shale/serve/admin"
 	"github.com/shale-db/shale/serve/plan"
 	"github.com/shale-db/shale/serve/state"
 	"github.com/shale-db/shale/store"
@@ -34,7 +35,7 @@ type execution struct {
 // ExecutionResult is what became of one assignment this executor ran.
 type ExecutionResult struct {
 	Assignment state.Assignment // the assignment as placed
-	Phase      string           // PhaseSucceeded, PhaseFailed, PhaseStalled, PhaseCancelled; "" when it was lost before binding
+	Phase      string           // admin.PhaseSucceeded, admin.PhaseFailed, admin.PhaseStalled, admin.PhaseCancelled; "" when it was lost before binding
 	Err        error            // why it failed (nil on success)
 	Elapsed    time.Duration    // from bind to the end of the work
 	// Released: the release transaction removed the assignment (false when it was lost
@@ -144,7 +145,7 @@ func (s *Server) execute(ctx context.Context, e *execution) ExecutionResult {
 		r.Err = err
 		return r
 	}
-	s.m.Execution(string(a.Kind), PhaseBound)
+	s.m.Execution(string(a.Kind), admin.PhaseBound)
 	s.m.ObserveScheduleToBind(string(a.Kind), start.Sub(a.PlacedAt))
 	s.reportRunning()
 	log.Info("serve: bound")
@@ -196,14 +197,14 @@ func (s *Server) execute(ctx context.Context, e *execution) ExecutionResult {
 	handBack := errors.Is(cause, errDrained)
 	switch {
 	case err == nil:
-		r.Phase = PhaseSucceeded
+		r.Phase = admin.PhaseSucceeded
 	case errors.Is(cause, ErrStalled):
-		r.Phase = PhaseStalled
+		r.Phase = admin.PhaseStalled
 		s.m.Stall(string(a.Kind))
 	case cause != nil:
-		r.Phase = PhaseCancelled
+		r.Phase = admin.PhaseCancelled
 	default:
-		r.Phase = PhaseFailed
+		r.Phase = admin.PhaseFailed
 	}
 	r.Err = err
 	s.m.Execution(string(a.Kind), r.Phase)
@@ -225,7 +226,7 @@ func (s *Server) execute(ctx context.Context, e *execution) ExecutionResult {
 	if err != nil && !handBack {
 		prev, _, _ := s.st.Failure(rctx, a.Table, a.Kind)
 		f = &plan.Failure{Attempts: prev.Attempts + 1, Class: Classify(err), LastFailure: time.Now().UTC(), LastError: capText(err.Error(), 1024)}
-		if r.Phase == PhaseStalled {
+		if r.Phase == admin.PhaseStalled {
 			f.Class = plan.FailureRetryable
 		}
 	}
@@ -301,7 +302,7 @@ func (s *Server) run(ctx context.Context, a state.Assignment) error {
 		// The merge publishes its watermarks into demand in the background; republish
 		// them from storage now, so the next pass sees the merge (also when there was
 		// nothing left to merge: demand that lost a merged event is corrected here).
-		return gatherReconcile(ctx, db, a.Table)
+		return reconcileDemand(ctx, db, a.Table)
 	case plan.KindCompact:
 		ex := compaction.New(db)
 		recovery.Enable(ex)

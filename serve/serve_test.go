@@ -2,11 +2,14 @@ package serve_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,6 +26,7 @@ import (
 	"github.com/shale-db/shale/internal/storetest"
 	"github.com/shale-db/shale/recovery"
 	"github.com/shale-db/shale/serve"
+	"github.com/shale-db/shale/serve/admin"
 	"github.com/shale-db/shale/serve/plan"
 	"github.com/shale-db/shale/serve/state"
 	"github.com/shale-db/shale/store"
@@ -250,7 +254,7 @@ func TestOnceMergesWALBacklog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := phases(res.Executions); p[plan.KindMergeWAL] != serve.PhaseSucceeded {
+	if p := phases(res.Executions); p[plan.KindMergeWAL] != admin.PhaseSucceeded {
 		t.Fatalf("executions %+v, placements %+v, skips %+v", res.Executions, res.Pass.Output.Placements, res.Pass.Output.Skips)
 	}
 	if m := merged(t, db, "w"); m != 3 {
@@ -294,7 +298,7 @@ func TestOnceCompactsSmallFragments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := phases(res.Executions); p[plan.KindCompact] != serve.PhaseSucceeded {
+	if p := phases(res.Executions); p[plan.KindCompact] != admin.PhaseSucceeded {
 		t.Fatalf("executions %+v, skips %+v", res.Executions, res.Pass.Output.Skips)
 	}
 	tbl, err := db.OpenTable(ctx, "c")
@@ -334,7 +338,7 @@ func TestOnceRecoversPendingSidecar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := phases(res.Executions); p[plan.KindRecover] != serve.PhaseSucceeded {
+	if p := phases(res.Executions); p[plan.KindRecover] != admin.PhaseSucceeded {
 		t.Fatalf("executions %+v, skips %+v", res.Executions, res.Pass.Output.Skips)
 	}
 	if keys, err := recovery.Pending(ctx, db.Store(), "r"); err != nil || len(keys) != 0 {
@@ -400,7 +404,7 @@ func TestWatchdogCancelsStalledExecutionAndPlacesItAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close(ctx)
-	waitFor(t, "the stall", func() bool { return rec.execs("merge_wal", serve.PhaseStalled) == 1 })
+	waitFor(t, "the stall", func() bool { return rec.execs("merge_wal", admin.PhaseStalled) == 1 })
 	// The release records a retryable failure: the back-off (2 s) keeps it until the
 	// work is placed again.
 	waitFor(t, "the failure entry", func() bool {
@@ -412,7 +416,7 @@ func TestWatchdogCancelsStalledExecutionAndPlacesItAgain(t *testing.T) {
 		_, ok, err := s.State().Failure(ctx, "w", plan.KindMergeWAL)
 		return err == nil && !ok
 	})
-	if n := rec.execs("merge_wal", serve.PhaseSucceeded); n != 1 {
+	if n := rec.execs("merge_wal", admin.PhaseSucceeded); n != 1 {
 		t.Fatalf("%d successful merges", n)
 	}
 	if rec.stalls != 1 {
@@ -455,7 +459,7 @@ func TestCloseHandsBackRunningWork(t *testing.T) {
 	if len(snap.Assignments) != 0 || len(snap.Failures) != 0 || len(snap.Executors) != 0 {
 		t.Fatalf("after drain: %+v %+v %+v", snap.Assignments, snap.Failures, snap.Executors)
 	}
-	if rec.execs("merge_wal", serve.PhaseCancelled) != 1 || merged(t, db, "w") != 0 {
+	if rec.execs("merge_wal", admin.PhaseCancelled) != 1 || merged(t, db, "w") != 0 {
 		t.Fatalf("executions %v, merged %d", rec.executions, merged(t, db, "w"))
 	}
 	if id, _, err := st.Leader(ctx); err != nil || id != "" {
@@ -540,7 +544,7 @@ func TestSlowButProgressingExecutionIsNotCancelled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := phases(res.Executions); p[plan.KindCompact] != serve.PhaseSucceeded {
+	if p := phases(res.Executions); p[plan.KindCompact] != admin.PhaseSucceeded {
 		t.Fatalf("executions %+v", res.Executions)
 	}
 	if el := time.Since(start); el < time.Second {
@@ -551,5 +555,62 @@ func TestSlowButProgressingExecutionIsNotCancelled(t *testing.T) {
 	}
 	if progress.Load() < 1 {
 		t.Fatalf("progress recorded %d, want the heartbeat to have recorded completed requests", progress.Load())
+	}
+}
+
+func TestAdminEndpointReportsTheRuntime(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, storetest.Local(t))
+	m := admin.NewMetrics()
+	s := newServer(t, db, "s", m)
+	srv, err := admin.NewServer("127.0.0.1:0", s, m, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close(ctx)
+	s.SetAddr(srv.Addr())
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	walBacklog(t, db, "w", 2)
+	waitFor(t, "the backlog merged", func() bool { return merged(t, db, "w") == 2 })
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get("http://" + srv.Addr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	waitFor(t, "the execution counted", func() bool {
+		_, body := get("/metrics")
+		return strings.Contains(body, `shale_serve_executions_total{kind="merge_wal",phase="succeeded"} 1`)
+	})
+	_, body := get("/metrics")
+	for _, want := range []string{`shale_serve_executions_total{kind="merge_wal",phase="bound"} 1`, `shale_serve_leader 1`,
+		`shale_serve_placements_total{result="placed"}`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics has no %s", want)
+		}
+	}
+	code, body := get("/v1/status")
+	var st admin.Status
+	if err := json.Unmarshal([]byte(body), &st); code != 200 || err != nil || st.Executor != "s" || !st.IsLeader || len(st.Executors) != 1 ||
+		st.Executors[0].Addr != srv.Addr() {
+		t.Fatalf("/v1/status %d %v: %s", code, err, body)
+	}
+	code, body = get("/v1/tables/w")
+	var rep admin.TableReport
+	if err := json.Unmarshal([]byte(body), &rep); code != 200 || err != nil || rep.Table != "w" || rep.State.PendingGenerations != 0 {
+		t.Fatalf("/v1/tables/w %d %v: %s", code, err, body)
+	}
+	if code, body := get("/v1/tables/nosuch"); code != http.StatusNotFound {
+		t.Fatalf("/v1/tables/nosuch %d: %s", code, body)
+	}
+	if code, body := get("/healthz"); code != 200 {
+		t.Fatalf("/healthz %d: %s", code, body)
 	}
 }

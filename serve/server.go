@@ -171,6 +171,10 @@ func kindList() string {
 	return strings.Join(s, ", ")
 }
 
+// SetAddr sets the admin endpoint address the executor advertises (call before Start:
+// the admin server's real address when it was started on port 0).
+func (s *Server) SetAddr(addr string) { s.opts.Addr = addr }
+
 // ID is the executor's id.
 func (s *Server) ID() string { return s.opts.ID }
 

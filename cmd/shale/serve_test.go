@@ -37,10 +37,9 @@ func TestServeOnceMergesWALBacklog(t *testing.T) {
 	}
 	// With no executor alive the merge is scored (tail work: 2 of 8 generations) and
 	// waits with a named reason.
-	for _, k := range why["kinds"].([]any) {
-		if k := k.(map[string]any); k["kind"] == "merge_wal" && (k["score"] == nil || k["class"] != "tail" || k["outcome"] == "no_work") {
-			t.Fatalf("why: merge_wal %v", k)
-		}
+	units := why["units"].([]any)
+	if len(units) != 1 || units[0].(map[string]any)["kind"] != "merge_wal" || units[0].(map[string]any)["class"] != "tail" {
+		t.Fatalf("why: units %v", units)
 	}
 	if why["reason"] != "below_threshold" {
 		t.Fatalf("why: reason %v: %v", why["reason"], why)
