@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -166,7 +167,7 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 	for i := range 18 {
 		e.ok("import", e.file(fmt.Sprintf("f%d.csv", i), fmt.Sprintf("id\n%d\n", i)), "--table", tbl)
 	}
-	cmd := exec.Command(shaleBin, "serve", "--pass-interval", "100ms", "--id", "drainer")
+	cmd := exec.Command(shaleBin, "serve", "--pass-interval", "100ms", "--id", "drainer", "--listen", "127.0.0.1:0")
 	cmd.Dir = e.dir
 	cmd.Env = append(os.Environ(), "SHALE_HOME="+e.home, "SHALE_ETCD_IDLE=20s")
 	var stderr bytes.Buffer
@@ -185,7 +186,8 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 	type statusJSON struct {
 		Leader    string `json:"leader"`
 		Executors []struct {
-			ID string `json:"id"`
+			ID   string `json:"id"`
+			Addr string `json:"addr"`
 		} `json:"executors"`
 	}
 	deadline := time.Now().Add(60 * time.Second)
@@ -202,6 +204,19 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 			t.Fatalf("serve never led and compacted (status %+v, %d fragments):\n%s", st, frags, stderr.String())
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	// The admin endpoint answers at the address the executor advertises.
+	var st0 statusJSON
+	if err := json.Unmarshal([]byte(e.ok("serve", "status", "--json")), &st0); err != nil || len(st0.Executors) != 1 {
+		t.Fatalf("status: %+v %v", st0, err)
+	}
+	resp, err := http.Get("http://" + st0.Executors[0].Addr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/healthz at %s: %d", st0.Executors[0].Addr, resp.StatusCode)
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
