@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shale-db/shale/coord"
+	"github.com/shale-db/shale/internal/faults"
 	"github.com/shale-db/shale/serve/plan"
 	"github.com/shale-db/shale/serve/state"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -378,5 +379,64 @@ func TestReadPagesAtOneRevision(t *testing.T) {
 	}
 	if snap2, _ := st.Read(ctx); len(snap2.Policies) != n-1 || snap2.Revision <= snap.Revision {
 		t.Fatalf("after delete: %d policies at %d", len(snap2.Policies), snap2.Revision)
+	}
+}
+
+// TestLostRepliesLeaveNoDoubleAssignment: a placement or release whose reply is lost
+// (applied by etcd, reported failed) and is then retried changes nothing twice: the
+// slot holds exactly the first assignment, the ledger counts the failure once; a
+// placement never sent is simply placed by the retry.
+func TestLostRepliesLeaveNoDoubleAssignment(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	fcli := client(t)
+	kv := faults.WrapKV(fcli, faults.NewSeed(t))
+	fst := state.New(fcli, "/test/"+t.Name())
+	writes := faults.EtcdRule{Ops: []faults.EtcdOp{faults.EtcdTxn}, Key: "*/serve/assign/*", WritesOnly: true, Times: 1}
+
+	lost := writes
+	lost.Kind = faults.DropResponse
+	h := kv.Add(lost)
+	first := assignment("t1", plan.KindMergeWAL)
+	if _, err := fst.Place(ctx, e.guard(), first, nil); err == nil || h.Injected() != 1 {
+		t.Fatalf("placement with a lost reply: %v (%d injected)", err, h.Injected())
+	}
+	retry := assignment("t1", plan.KindMergeWAL)
+	retry.ID = "retry"
+	if _, err := fst.Place(ctx, e.guard(), retry, nil); !errors.Is(err, state.ErrSlotTaken) {
+		t.Fatalf("retried placement: %v, want ErrSlotTaken", err)
+	}
+	snap, err := e.st.Read(ctx)
+	if err != nil || len(snap.Assignments) != 1 || snap.Assignments[0].ID != first.ID {
+		t.Fatalf("assignments %+v %v, want only the first", snap.Assignments, err)
+	}
+	a := snap.Assignments[0]
+
+	h = kv.Add(lost)
+	fail := &plan.Failure{Attempts: 1, Class: plan.FailureRetryable, LastFailure: time.Now().UTC(), LastError: "x"}
+	if err := fst.Release(ctx, a, fail, false); err == nil || h.Injected() != 1 {
+		t.Fatalf("release with a lost reply: %v", err)
+	}
+	if err := fst.Release(ctx, a, &plan.Failure{Attempts: 2, Class: plan.FailureRetryable}, false); !errors.Is(err, state.ErrAssignmentLost) {
+		t.Fatalf("retried release: %v, want ErrAssignmentLost", err)
+	}
+	if f, ok, err := e.st.Failure(ctx, "t1", plan.KindMergeWAL); err != nil || !ok || f.Attempts != 1 {
+		t.Fatalf("ledger %+v %v %v, want the failure counted once", f, ok, err)
+	}
+
+	dropped := writes
+	dropped.Kind = faults.DropRequest
+	h = kv.Add(dropped)
+	if _, err := fst.Place(ctx, e.guard(), first, nil); err == nil || h.Injected() != 1 {
+		t.Fatalf("placement never sent: %v", err)
+	}
+	if n := slotCount(t, e); n != 0 {
+		t.Fatalf("%d assignments after a placement that was never sent", n)
+	}
+	if _, err := fst.Place(ctx, e.guard(), first, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := slotCount(t, e); n != 1 {
+		t.Fatalf("%d assignments, want 1", n)
 	}
 }
