@@ -109,10 +109,10 @@ func (a *app) rootCommand() *cobra.Command {
 			// Classified by the full command path (subcommands share names: "index drop",
 			// "wal status").
 			switch strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ") {
-			case "query", "versions", "inspect", "status", "verify", "export", "index list", "wal status":
+			case "query", "versions", "inspect", "status", "verify", "export", "index list", "wal status", "serve status", "why":
 				a.readOnly = true
 			case "delete", "update", "drop", "compact", "recover", "repair", "gc",
-				"index create", "index update", "index drop", "wal append", "wal merge", "wal scan":
+				"index create", "index update", "index drop", "wal append", "wal merge", "wal scan", "serve":
 				// They change only tables already in the store: a mistyped --store is
 				// reported, not created (and then found to hold "no tables").
 				a.mustExist = true
@@ -157,6 +157,8 @@ func (a *app) rootCommand() *cobra.Command {
 		a.doctorCommand(),
 		a.indexCommand(),
 		a.walCommand(),
+		a.serveCommand(),
+		a.whyCommand(),
 	)
 	// Usage errors from cobra's own checks (arguments, required flags) get exit status 2.
 	for _, c := range root.Commands() {
