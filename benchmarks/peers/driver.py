@@ -74,7 +74,8 @@ def main():
     ap.add_argument("--work", required=True, help="directory for each system's copy of the data")
     ap.add_argument("--data", default=os.path.join(repo, "testdata", "flights-3m.parquet"))
     ap.add_argument("--rows", type=int, default=0, help="cap on rows (0 = all)")
-    ap.add_argument("--suites", default=",".join(SUITES), help=f"comma-separated: {', '.join(SUITES)} (default: all)")
+    ap.add_argument("--suites", default="", help=f"comma-separated: {', '.join(SUITES)} "
+                    "(default: index, scan and commit; ab too when --shale-base is given)")
     ap.add_argument("--reps", type=int, default=9, help="timed repetitions of each query variant")
     ap.add_argument("--build-reps", type=int, default=5, help="timed repetitions of each index build")
     ap.add_argument("--import-reps", type=int, default=5, help="timed repetitions of each import (scan suite)")
@@ -89,10 +90,15 @@ def main():
     ap.add_argument("--results", default=os.path.join(repo, "benchmarks", "RESULTS.md"), help="Markdown file to update")
     ap.add_argument("--no-write", action="store_true", help="print the tables without updating --results")
     args = ap.parse_args()
-    suites = [s.strip() for s in args.suites.split(",") if s.strip()]
+    # The default runs every suite that needs nothing more than a clean clone: ab needs a
+    # baseline binary, and a default run that failed on it after the others would print nothing.
+    default = [s for s in SUITES if s != "ab" or args.shale_base]
+    suites = [s.strip() for s in args.suites.split(",") if s.strip()] or default
     for s in suites:
         if s not in SUITES:
             ap.error(f"unknown suite {s!r} (want {', '.join(SUITES)})")
+    if "ab" in suites and not args.shale_base:
+        ap.error("suite ab needs --shale-base BIN (a shalepeer built from the baseline commit)")
     for n in (args.reps, args.build_reps, args.import_reps, args.lookup_reps, args.lookup_keys, args.commit_reps, args.open_reps,
               args.versions, args.writer_commits, args.writer_reps):
         if n < 1:

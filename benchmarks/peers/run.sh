@@ -9,7 +9,7 @@
 # under --work (default: a new temporary directory, deleted afterwards unless --keep) and
 # runs the driver: interleaved pairs, min / median / max of the ratios, tables printed and
 # written into benchmarks/RESULTS.md (--no-write to only print). Driver options:
-# --suites index,scan,commit (default: all three) --reps 9 --build-reps 5 --lookup-reps 21
+# --suites index,scan,commit,ab (default: index,scan,commit; ab needs --shale-base BIN) --reps 9 --build-reps 5 --lookup-reps 21
 # --import-reps 5 --commit-reps 5 --open-reps 21 --writer-procs 1,2,4,8 --rows N --data FILE
 # (python3 driver.py --help inside the venv lists them all).
 set -euo pipefail

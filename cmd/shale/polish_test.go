@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -176,5 +177,46 @@ func TestStatusChecksThePublishedManifest(t *testing.T) {
 	if res.code != 1 || !strings.Contains(e.statusLine(res.stdout, bad), "CORRUPT") || !strings.Contains(e.statusLine(res.stdout, good), "in sync") ||
 		!strings.Contains(res.stderr, bad) || !strings.Contains(res.stderr, "checksum") {
 		t.Fatalf("status with a pointer whose checksum does not match: %v", res)
+	}
+}
+
+// TestErrorsNameColumnsOnceWithOnePrefix (issue 9 item 14): an unknown column in
+// --columns or --set lists the table's columns once and does not speak of a filter no
+// one gave; a division by zero in WHERE or SET is one line with one table prefix and the
+// expression, not three nested ones.
+func TestErrorsNameColumnsOnceWithOnePrefix(t *testing.T) {
+	e := sharedEnv(t)
+	tbl := e.table("errwords")
+	e.ok("import", e.file("errwords.csv", "id,name,x\n1,a,0\n2,b,3\n"), "--table", tbl)
+	const cols = "(columns: id, name, x)"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"query", tbl, "--columns", "nope"}, `table "` + tbl + `": unknown column nope ` + cols},
+		{[]string{"query", tbl, "--columns", "id,nope", "--where", "id = 1"}, `table "` + tbl + `": unknown column nope ` + cols},
+		{[]string{"export", tbl, "--columns", "nope", "--format", "csv", "-o", filepath.Join(e.dir, "errwords.out")}, "unknown column nope " + cols},
+		{[]string{"update", tbl, "--set", "nope=1", "--where", "true"}, `table "` + tbl + `": SET: unknown column nope ` + cols},
+		{[]string{"query", tbl, "--where", "nope = 1"}, `table "` + tbl + `": WHERE "nope = 1": unknown column nope ` + cols},
+		{[]string{"query", tbl, "--where", "id DIV x > 1"}, `shale: error: table "` + tbl + `": WHERE "id DIV x > 1": division by zero in id DIV x (1 DIV 0)` + "\n"},
+		{[]string{"update", tbl, "--set", "id=id DIV x", "--where", "true"}, `shale: error: table "` + tbl + `": SET id = id DIV x: division by zero in id DIV x (1 DIV 0)` + "\n"},
+	} {
+		r := e.fails(1, []string{c.want}, c.args...)
+		if n := strings.Count(r.stderr, "columns:"); n > 1 {
+			t.Errorf("shale %q lists the columns %d times: %q", c.args, n, r.stderr)
+		}
+		if n := strings.Count(r.stderr, `table "`); n != 1 {
+			t.Errorf("shale %q names the table %d times: %q", c.args, n, r.stderr)
+		}
+		if strings.Contains(r.stderr, "filter") {
+			t.Errorf("shale %q speaks of a filter: %q", c.args, r.stderr)
+		}
+		if strings.HasSuffix(c.want, "\n") && r.stderr != c.want {
+			t.Errorf("shale %q: stderr %q, want exactly %q", c.args, r.stderr, c.want)
+		}
+	}
+	// Nothing changed.
+	if out := e.ok("query", tbl, "--count"); !strings.HasPrefix(out, "2 rows") {
+		t.Fatalf("after the refused commands: %q", out)
 	}
 }

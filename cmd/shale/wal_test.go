@@ -43,6 +43,11 @@ func TestWALCommands(t *testing.T) {
 	if out := e.ok("query", tbl, "--count"); !strings.HasPrefix(out, "3 rows") {
 		t.Fatalf("query --count with the rows in the WAL: %q", out)
 	}
+	// --explain says how many unmerged generations the query read (issue 11 item 5).
+	if out := e.ok("query", tbl, "--explain"); !strings.Contains(out, "wal        1 shard read: 1 unmerged generation scanned") ||
+		!strings.Contains(out, "3 rows returned") {
+		t.Fatalf("query --explain with the rows in the WAL:\n%s", out)
+	}
 	st := e.walStatus(tbl)
 	if len(st.Shards) != 1 {
 		t.Fatalf("wal status: %+v", st)
@@ -105,6 +110,9 @@ func TestWALCommands(t *testing.T) {
 	}
 	if out := e.ok("query", tbl, "--count"); !strings.HasPrefix(out, "3 rows") {
 		t.Fatalf("query --count after the merge: %q", out)
+	}
+	if out := e.ok("query", tbl, "--explain"); !strings.Contains(out, "1 shard read: 0 unmerged generations") || !strings.Contains(out, "3 rows returned") {
+		t.Fatalf("query --explain after the merge:\n%s", out)
 	}
 	if out := e.ok("delete", tbl, "--where", "id = 1"); !strings.Contains(out, "Deleted 1 row") {
 		t.Fatalf("delete after the merge: %q", out)

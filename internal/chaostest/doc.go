@@ -17,6 +17,6 @@
 // It holds only tests; children are the test binary re-executed with
 // SHALE_CHAOSTEST_CHILD set to their configuration. The CI size runs in the default
 // `go test ./...`; SHALE_SLOW=1 runs a larger one; SHALE_SEED replays a run's choices.
-// known_test.go holds deterministic reproductions of what the chaos run found (skipped
-// while the bugs stand).
+// The two bugs the chaos run found are fixed and pinned by deterministic engine tests
+// (TestKeyedRerunFailingBeforeCommitIsDuplicate, TestUnpublishedOverwriteDoesNotBlockAppends).
 package chaostest
