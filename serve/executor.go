@@ -33,10 +33,10 @@ type execution struct {
 
 // ExecutionResult is what became of one assignment this executor ran.
 type ExecutionResult struct {
-	Assignment state.Assignment
-	Phase      string // PhaseSucceeded, PhaseFailed, PhaseStalled, PhaseCancelled; "" when it was lost before binding
-	Err        error
-	Elapsed    time.Duration
+	Assignment state.Assignment // the assignment as placed
+	Phase      string           // PhaseSucceeded, PhaseFailed, PhaseStalled, PhaseCancelled; "" when it was lost before binding
+	Err        error            // why it failed (nil on success)
+	Elapsed    time.Duration    // from bind to the end of the work
 	// Released: the release transaction removed the assignment (false when it was lost
 	// first: released by the lease's expiry).
 	Released bool

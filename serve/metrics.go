@@ -8,16 +8,28 @@ import (
 // methods of admin.Metrics; package admin implements it). Nil in Options reports
 // nothing.
 type Metrics interface {
+	// ObserveScheduleToBind: an assignment of kind was bound d after it was placed.
 	ObserveScheduleToBind(kind string, d time.Duration)
+	// ObserveTurnWait: a write-turn unit of kind was placed after waiting d (exact ages only).
 	ObserveTurnWait(kind string, d time.Duration)
+	// Placement counts one placement result: ResultPlaced, ResultConflict, ResultError or a
+	// plan.SkipReason.
 	Placement(result string)
+	// SetBacklog sets the scored units of the last pass by class name.
 	SetBacklog(byClass map[string]int)
+	// Execution counts an execution phase of kind (PhaseBound, PhaseSucceeded, …).
 	Execution(kind, phase string)
+	// SetRunning sets the executions of kind running in this process.
 	SetRunning(kind string, n int)
+	// Stall counts an execution of kind the watchdog cancelled.
 	Stall(kind string)
+	// Recovery counts a recovery outcome by its action (recovery.Outcome.Action).
 	Recovery(action string)
+	// SetLeader sets whether this process plans.
 	SetLeader(bool)
+	// ObservePass records a planning pass's duration and the etcd bytes it read for demand.
 	ObservePass(d time.Duration, etcdBytes int64)
+	// SetTopTables sets the pending generations by table (the metric keeps the top N).
 	SetTopTables(pending map[string]uint64)
 }
 

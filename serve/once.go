@@ -10,8 +10,8 @@ import (
 // OnceResult is what Once did: its planning pass and the executions of the work the pass
 // placed on this process.
 type OnceResult struct {
-	Pass       PassResult
-	Executions []ExecutionResult
+	Pass       PassResult        // the pass
+	Executions []ExecutionResult // the work it placed here, in completion order
 }
 
 // Once registers the executor, wins the election, plans one pass, gives up the

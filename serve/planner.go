@@ -100,8 +100,8 @@ func (s *Server) lead(ctx context.Context, el *concurrency.Election, lead leader
 
 // PassResult is what one planning pass decided and what became of its placements.
 type PassResult struct {
-	Input  plan.Input
-	Output plan.Output
+	Input  plan.Input  // what the pass read
+	Output plan.Output // what the planner decided
 	// Placed are the assignments stored (placements refused at commit are left out).
 	Placed []state.Assignment
 	// Refused counts placements the transaction refused (slot taken, executor gone).

@@ -45,8 +45,9 @@ type Options struct {
 	// Bytes is the memory budget reservations are counted against (default 1 GiB).
 	Bytes int64
 	// Config is the planner-wide config; the one stored in etcd must equal it (with
-	// defaults applied) unless ReplaceConfig, which overwrites the stored one.
-	Config        state.Config
+	// defaults applied).
+	Config state.Config
+	// ReplaceConfig overwrites the stored config with Config instead.
 	ReplaceConfig bool
 	// Compaction tunes compaction runs and the compaction planning of the picture.
 	Compaction compaction.Options

@@ -18,50 +18,50 @@ import (
 
 // Status is a process's view of the serve processes: executors, assignments, leader.
 type Status struct {
-	Executor    string           `json:"executor"`  // this process's executor id ("" from the CLI)
-	Leader      string           `json:"leader"`    // the planner's executor id ("" none)
-	IsLeader    bool             `json:"is_leader"` // this process plans
-	Executors   []ExecutorInfo   `json:"executors"`
-	Assignments []AssignmentInfo `json:"assignments"`
-	Draining    bool             `json:"draining"`
+	Executor    string           `json:"executor"`    // this process's executor id ("" from the CLI)
+	Leader      string           `json:"leader"`      // the planner's executor id ("" none)
+	IsLeader    bool             `json:"is_leader"`   // this process plans
+	Executors   []ExecutorInfo   `json:"executors"`   // the live executors, by id
+	Assignments []AssignmentInfo `json:"assignments"` // every assignment, by table and kind
+	Draining    bool             `json:"draining"`    // this process is draining
 }
 
 // ExecutorInfo is one live executor.
 type ExecutorInfo struct {
-	ID      string         `json:"id"`
-	Addr    string         `json:"addr,omitempty"`
-	Slots   map[string]int `json:"slots"`
-	Bytes   int64          `json:"bytes"`
-	Started time.Time      `json:"started"`
-	Running int            `json:"running"` // assignments placed on it (assigned or running)
+	ID      string         `json:"id"`             // the executor id
+	Addr    string         `json:"addr,omitempty"` // its admin endpoint
+	Slots   map[string]int `json:"slots"`          // slots per kind
+	Bytes   int64          `json:"bytes"`          // memory budget
+	Started time.Time      `json:"started"`        // when the process started
+	Running int            `json:"running"`        // assignments placed on it (assigned or running)
 }
 
 // AssignmentInfo is one assignment.
 type AssignmentInfo struct {
-	ID         string    `json:"id"`
-	Table      string    `json:"table"`
-	Kind       string    `json:"kind"`
-	Executor   string    `json:"executor"`
-	State      string    `json:"state"` // assigned or running
-	PlacedAt   time.Time `json:"placed_at"`
-	BoundAt    time.Time `json:"bound_at,omitzero"`
-	Progress   int64     `json:"progress"`
-	ProgressAt time.Time `json:"progress_at,omitzero"`
-	Bytes      int64     `json:"bytes"`
+	ID         string    `json:"id"`                   // the assignment id (a ULID)
+	Table      string    `json:"table"`                // the table worked on
+	Kind       string    `json:"kind"`                 // the kind of work
+	Executor   string    `json:"executor"`             // the executor it is placed on
+	State      string    `json:"state"`                // assigned or running
+	PlacedAt   time.Time `json:"placed_at"`            // when the planner placed it
+	BoundAt    time.Time `json:"bound_at,omitzero"`    // when its executor bound it
+	Progress   int64     `json:"progress"`             // completed storage requests, as last recorded
+	ProgressAt time.Time `json:"progress_at,omitzero"` // when Progress was recorded
+	Bytes      int64     `json:"bytes"`                // bytes reserved on the executor
 }
 
 // TableReport explains one table: its picture, policy, scored units, skips, what
 // would run next or the named reason it will not.
 type TableReport struct {
-	Table       string                  `json:"table"`
-	State       plan.TableState         `json:"state"`
-	Policy      plan.Policy             `json:"policy"`
-	Units       []plan.Unit             `json:"units"`
-	Skips       []plan.Skip             `json:"skips"`
+	Table       string                  `json:"table"`            // the table
+	State       plan.TableState         `json:"state"`            // its picture
+	Policy      plan.Policy             `json:"policy"`           // its effective policy
+	Units       []plan.Unit             `json:"units"`            // its scored units (a recovery unit's Score is +Inf: not JSON-encodable as is)
+	Skips       []plan.Skip             `json:"skips"`            // its skips, Kinds order
 	Next        string                  `json:"next,omitempty"`   // the kind a pass would place now
 	Reason      string                  `json:"reason,omitempty"` // when Next is "": the named reason
-	Assignments []AssignmentInfo        `json:"assignments"`
-	Failures    map[string]plan.Failure `json:"failures"`
+	Assignments []AssignmentInfo        `json:"assignments"`      // its assignments
+	Failures    map[string]plan.Failure `json:"failures"`         // its failure ledger by kind
 }
 
 // ErrTableNotFound: Explain was asked about a table the store does not have. The error

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"sort"
 	"strconv"
@@ -316,12 +317,12 @@ func (a *app) runServe(ctx context.Context, f serveFlags, opts serve.Options) er
 		opts.Logger.Info("serve: admin endpoint", "addr", addr)
 	}
 	if !f.once {
-		return s.Run(ctx, f.drainTimeout)
+		return serveError(s.Run(ctx, f.drainTimeout))
 	}
 	start := time.Now()
 	res, err := s.Once(ctx)
 	if err != nil {
-		return err
+		return serveError(err)
 	}
 	rep := serveReport{Executor: s.ID(), Placed: []serveExecRow{}, Skips: []serveSkipRow{}, Executions: []serveExecRow{},
 		Refused: res.Pass.Refused, ElapsedMS: time.Since(start).Milliseconds()}
@@ -370,6 +371,17 @@ func (a *app) runServe(ctx context.Context, f serveFlags, opts serve.Options) er
 		return fmt.Errorf("%s of %d failed (the failure ledger holds them; 'shale why TABLE' shows it)", plural(rep.Failed, "execution"), len(rep.Executions))
 	}
 	return nil
+}
+
+// serveError words the runtime's start-up refusals for the command line.
+func serveError(err error) error {
+	switch {
+	case errors.Is(err, state.ErrConfigMismatch):
+		return fmt.Errorf("%w; --replace-config overwrites the stored settings (every serve process then needs them)", err)
+	case errors.Is(err, state.ErrExecutorExists):
+		return fmt.Errorf("%w: a live serve process has this --id; give each process its own", err)
+	}
+	return err
 }
 
 func (a *app) serveStatusCommand() *cobra.Command {
@@ -447,7 +459,7 @@ func (a *app) why(ctx context.Context, table string) error {
 		return err
 	}
 	if a.jsonOut {
-		return writeReport(a.stdout, rep, true)
+		return a.printJSON(whyJSON(rep))
 	}
 	if rep.Next != "" {
 		a.printf("%s: next: %s\n", table, rep.Next)
@@ -478,4 +490,118 @@ func (a *app) why(ctx context.Context, table string) error {
 		a.printf("  %s failed %s (%s), last %s: %s\n", k, plural(f.Attempts, "time"), f.Class, f.LastFailure.UTC().Format(time.RFC3339), f.LastError)
 	}
 	return nil
+}
+
+// whyReport is `shale why TABLE --json`'s object (docs/json.md): the planner's types
+// with snake_case keys, durations in ms, members that do not apply left out.
+type whyReport struct {
+	Table       string                 `json:"table"`
+	Next        string                 `json:"next,omitempty"`
+	Reason      string                 `json:"reason,omitempty"`
+	State       whyState               `json:"state"`
+	Policy      whyPolicy              `json:"policy"`
+	Kinds       []whyKind              `json:"kinds"`
+	Assignments []serve.AssignmentInfo `json:"assignments"`
+	Failures    []whyFailure           `json:"failures"`
+}
+
+type whyState struct {
+	PendingGenerations uint64     `json:"pending_generations"`
+	PendingBytes       uint64     `json:"pending_bytes"`
+	OldestPending      *time.Time `json:"oldest_pending,omitempty"`
+	OldestIsUpperBound bool       `json:"oldest_is_upper_bound,omitempty"`
+	Fragments          int        `json:"fragments"`
+	SmallFragments     int        `json:"small_fragments"`
+	DeletedRatioHigh   int        `json:"deleted_ratio_high"`
+	UncoveredByIndex   int        `json:"uncovered_by_index"`
+	Drift              int        `json:"drift"`
+	PendingSidecars    int        `json:"pending_sidecars"`
+	Dropped            bool       `json:"dropped,omitempty"`
+	Unreadable         string     `json:"unreadable,omitempty"`
+}
+
+type whyPolicy struct {
+	Paused                bool   `json:"paused"`
+	MinGenerations        uint64 `json:"min_generations"`
+	CriticalGenerations   uint64 `json:"critical_generations"`
+	MaxAgeMS              int64  `json:"max_age_ms"`
+	MaxTurnWaitMS         int64  `json:"max_turn_wait_ms"`
+	MinSmallFragments     int    `json:"min_small_fragments"`
+	MinUncovered          int    `json:"min_uncovered"`
+	MaxConsecutiveTurns   int    `json:"max_consecutive_turns"`
+	MaxAttemptsBeforeHold int    `json:"max_attempts_before_hold"`
+}
+
+type whyKind struct {
+	Kind string `json:"kind"`
+	// Outcome is "placed" (a pass now would place it) or the named skip reason.
+	Outcome     string     `json:"outcome"`
+	Class       string     `json:"class,omitempty"`        // when scored
+	ClassReason string     `json:"class_reason,omitempty"` // why that class
+	Score       *float64   `json:"score,omitempty"`        // left out for recovery (infinite)
+	WaitedMS    int64      `json:"waited_ms,omitempty"`
+	Detail      string     `json:"detail,omitempty"`
+	RetryAt     *time.Time `json:"retry_at,omitempty"`
+}
+
+type whyFailure struct {
+	Kind        string    `json:"kind"`
+	Attempts    int       `json:"attempts"`
+	Class       string    `json:"class"`
+	LastFailure time.Time `json:"last_failure"`
+	LastError   string    `json:"last_error"`
+}
+
+var classNames = map[plan.Class]string{plan.ClassRecovery: "recovery", plan.ClassCritical: "critical", plan.ClassCommitReady: "commit_ready",
+	plan.ClassNormal: "normal", plan.ClassMaintenance: "maintenance", plan.ClassTail: "tail"}
+
+func whyJSON(r serve.TableReport) whyReport {
+	st := r.State
+	out := whyReport{Table: r.Table, Next: r.Next, Reason: r.Reason, Kinds: []whyKind{}, Assignments: r.Assignments, Failures: []whyFailure{},
+		State: whyState{PendingGenerations: st.PendingGenerations, PendingBytes: st.PendingBytes, Fragments: st.Fragments,
+			SmallFragments: st.SmallFragments, DeletedRatioHigh: st.DeletedRatioHigh, UncoveredByIndex: st.UncoveredByIndex, Drift: st.Drift,
+			PendingSidecars: st.PendingSidecars, Dropped: st.Dropped, Unreadable: st.Unreadable},
+		Policy: whyPolicy{Paused: r.Policy.Paused, MinGenerations: r.Policy.MinGenerations, CriticalGenerations: r.Policy.CriticalGenerations,
+			MaxAgeMS: r.Policy.MaxAge.Milliseconds(), MaxTurnWaitMS: r.Policy.MaxTurnWait.Milliseconds(), MinSmallFragments: r.Policy.MinSmallFragments,
+			MinUncovered: r.Policy.MinUncovered, MaxConsecutiveTurns: r.Policy.MaxConsecutiveTurns, MaxAttemptsBeforeHold: r.Policy.MaxAttemptsBeforeHold}}
+	if st.AgeKnown {
+		t := st.OldestPending.UTC()
+		out.State.OldestPending, out.State.OldestIsUpperBound = &t, !st.AgeExact
+	}
+	units := map[plan.Kind]plan.Unit{}
+	for _, u := range r.Units {
+		units[u.Kind] = u
+	}
+	skips := map[plan.Kind]plan.Skip{}
+	for _, sk := range r.Skips {
+		skips[sk.Kind] = sk
+	}
+	for _, k := range plan.Kinds {
+		wk := whyKind{Kind: string(k), Outcome: "placed"}
+		if sk, ok := skips[k]; ok {
+			wk.Outcome, wk.Detail = string(sk.Reason), sk.Detail
+			if !sk.RetryAt.IsZero() {
+				t := sk.RetryAt.UTC()
+				wk.RetryAt = &t
+			}
+		}
+		if u, ok := units[k]; ok {
+			wk.Class, wk.ClassReason = classNames[u.Class], u.Reason
+			if !math.IsInf(u.Score, 0) && !math.IsNaN(u.Score) {
+				sc := u.Score
+				wk.Score = &sc
+			}
+			if u.WaitKnown {
+				wk.WaitedMS = u.Waited.Milliseconds()
+			}
+		}
+		out.Kinds = append(out.Kinds, wk)
+	}
+	for _, k := range plan.Kinds {
+		if f, ok := r.Failures[string(k)]; ok {
+			out.Failures = append(out.Failures, whyFailure{Kind: string(k), Attempts: f.Attempts, Class: string(f.Class),
+				LastFailure: f.LastFailure.UTC(), LastError: f.LastError})
+		}
+	}
+	return out
 }

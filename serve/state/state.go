@@ -252,19 +252,53 @@ func DecodeConfig(b []byte) (Config, error) {
 		IdleTimeout: time.Duration(j.IdleTimeoutMS) * time.Millisecond, MaxPlacements: j.MaxPlacements, Policy: j.Policy.policy()}, nil
 }
 
+// Diff lists the settings in which stored and mine differ (with defaults applied), as
+// "name: stored S, this process M", in a fixed order; none when they agree.
+func Diff(stored, mine Config) []string {
+	flat := func(c Config) ([]string, map[string]string) {
+		var m map[string]any
+		_ = json.Unmarshal(EncodeConfig(c), &m)
+		out := map[string]string{}
+		var keys []string
+		var walk func(prefix string, v map[string]any)
+		walk = func(prefix string, v map[string]any) {
+			for k, x := range v {
+				if sub, ok := x.(map[string]any); ok {
+					walk(prefix+k+".", sub)
+					continue
+				}
+				out[prefix+k] = fmt.Sprint(x)
+				keys = append(keys, prefix+k)
+			}
+		}
+		walk("", m)
+		sort.Strings(keys)
+		return keys, out
+	}
+	keys, a := flat(stored)
+	_, b := flat(mine)
+	var d []string
+	for _, k := range keys {
+		if a[k] != b[k] {
+			d = append(d, fmt.Sprintf("%s: stored %s, this process %s", k, a[k], b[k]))
+		}
+	}
+	return d
+}
+
 // String describes c for error messages.
 func (c Config) String() string { return string(EncodeConfig(c)) }
 
 // Executor is one `shale serve` process's heartbeat record.
 type Executor struct {
-	ID      string         `json:"id"`
+	ID      string         `json:"id"`             // unique among live processes
 	Addr    string         `json:"addr,omitempty"` // its admin endpoint
-	PID     int            `json:"pid"`
-	Host    string         `json:"host"`
-	Slots   map[string]int `json:"slots"` // by plan.Kind
-	Bytes   int64          `json:"bytes"` // memory budget for reservations
-	Started time.Time      `json:"started"`
-	Lease   int64          `json:"lease"` // its session lease id
+	PID     int            `json:"pid"`            // its process id
+	Host    string         `json:"host"`           // its host name
+	Slots   map[string]int `json:"slots"`          // by plan.Kind
+	Bytes   int64          `json:"bytes"`          // memory budget for reservations
+	Started time.Time      `json:"started"`        // when the process started
+	Lease   int64          `json:"lease"`          // its session lease id
 
 	// CreateRevision is the key's create revision (read from etcd, not stored): the
 	// placement transaction requires it unchanged.
@@ -288,22 +322,22 @@ const (
 
 // Assignment is one unit of work placed on an executor.
 type Assignment struct {
-	ID         string    `json:"id"` // a ULID, unique per placement
-	Table      string    `json:"table"`
-	Kind       plan.Kind `json:"kind"`
-	Executor   string    `json:"executor"`
-	Bytes      int64     `json:"bytes"`
-	Slots      int       `json:"slots"`
-	PlacedAt   time.Time `json:"placed_at"`
-	State      string    `json:"state"` // StateAssigned or StateRunning
-	BoundAt    time.Time `json:"bound_at,omitzero"`
-	Progress   int64     `json:"progress"` // completed storage requests
-	ProgressAt time.Time `json:"progress_at,omitzero"`
+	ID         string    `json:"id"`                   // a ULID, unique per placement
+	Table      string    `json:"table"`                // the table worked on
+	Kind       plan.Kind `json:"kind"`                 // the kind of work
+	Executor   string    `json:"executor"`             // the executor it is placed on
+	Bytes      int64     `json:"bytes"`                // bytes reserved on the executor
+	Slots      int       `json:"slots"`                // slots of Kind reserved
+	PlacedAt   time.Time `json:"placed_at"`            // when the planner placed it
+	State      string    `json:"state"`                // StateAssigned or StateRunning
+	BoundAt    time.Time `json:"bound_at,omitzero"`    // when the executor bound it
+	Progress   int64     `json:"progress"`             // completed storage requests
+	ProgressAt time.Time `json:"progress_at,omitzero"` // when Progress was recorded
 
 	// Read from etcd (not stored): the key's create and mod revisions and its lease.
-	CreateRevision int64            `json:"-"`
-	ModRevision    int64            `json:"-"`
-	Lease          clientv3.LeaseID `json:"-"`
+	CreateRevision int64            `json:"-"` // the assignment's identity: bind, progress and release require it
+	ModRevision    int64            `json:"-"` // the last change
+	Lease          clientv3.LeaseID `json:"-"` // the executor's lease the key is put with
 }
 
 // Plan is a as the planner sees it.
@@ -313,13 +347,13 @@ func (a Assignment) Plan() plan.Assignment {
 
 // Snapshot is every serve key read at one etcd revision.
 type Snapshot struct {
-	Revision    int64
-	Config      *Config // nil: none stored yet
-	Executors   []Executor
-	Assignments []Assignment
-	Histories   map[string]plan.History
-	Failures    map[string]map[plan.Kind]plan.Failure
-	Policies    map[string]plan.Policy
+	Revision    int64                                 // the etcd revision read at
+	Config      *Config                               // nil: none stored yet
+	Executors   []Executor                            // live executors, by id
+	Assignments []Assignment                          // by table, then kind
+	Histories   map[string]plan.History               // by table
+	Failures    map[string]map[plan.Kind]plan.Failure // by table, kind
+	Policies    map[string]plan.Policy                // stored policies by table
 	// Corrupt lists keys whose values did not decode (skipped; an executor or assignment
 	// among them is treated as absent).
 	Corrupt []string
@@ -369,9 +403,9 @@ func (s *State) EnsureConfig(ctx context.Context, c Config, replace bool) (Confi
 	if err != nil {
 		return Config{}, err
 	}
-	if string(EncodeConfig(stored)) != string(enc) {
-		return stored, fmt.Errorf("%w: stored %s, this process %s (start it with the same settings, or replace the stored config)",
-			ErrConfigMismatch, EncodeConfig(stored), enc)
+	if d := Diff(stored, c); len(d) > 0 {
+		return stored, fmt.Errorf("%w: %s (start this process with the stored settings, or replace them)",
+			ErrConfigMismatch, strings.Join(d, "; "))
 	}
 	return stored, nil
 }
@@ -505,8 +539,8 @@ func DecodeAssignment(b []byte) (Assignment, error) {
 // still has the create revision the campaign won with, and the executor's key still
 // has the create revision the planner read (so its lease is alive).
 type Guard struct {
-	LeaderKey      string
-	LeaderRevision int64
+	LeaderKey      string // the election key the campaign won with (Election.Key)
+	LeaderRevision int64  // its create revision (Election.Rev)
 	// Executor is the target executor as the planner read it (its CreateRevision and
 	// Lease are used).
 	Executor Executor
