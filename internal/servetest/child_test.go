@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shale-db/shale/engine"
+	"github.com/shale-db/shale/internal/failpoint"
 	"github.com/shale-db/shale/recovery"
 	"github.com/shale-db/shale/serve"
 	"github.com/shale-db/shale/serve/plan"
@@ -54,6 +55,19 @@ func runServe(cfg childConfig) error {
 		for k, n := range cfg.Slots {
 			slots[plan.Kind(k)] = n
 		}
+	}
+	if cfg.HoldAt != "" {
+		failpoint.Enable(cfg.HoldAt, failpoint.Call(func(context.Context) error {
+			if err := os.WriteFile(filepath.Join(cfg.Dir, "held"), nil, 0o644); err != nil {
+				return err
+			}
+			for {
+				if _, err := os.Stat(filepath.Join(cfg.Dir, "go")); err == nil {
+					return nil
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+		}).Once())
 	}
 	s, err := serve.New(ctx, db, serve.Options{ID: cfg.ID, Slots: slots, Config: serveConfig(cfg), Logger: log,
 		Recovery: recovery.Options{MinAge: cfg.RecoveryMinAge}})

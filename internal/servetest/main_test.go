@@ -68,6 +68,9 @@ type childConfig struct {
 	LeaseTTL       time.Duration  `json:"lease_ttl,omitempty"`
 	IdleTimeout    time.Duration  `json:"idle_timeout,omitempty"`
 	MinGenerations uint64         `json:"min_generations,omitempty"`
+	// HoldAt: at the first hit of this seam the child touches <dir>/held and waits for
+	// <dir>/go, ignoring its context (a process paused exactly there).
+	HoldAt string `json:"hold_at,omitempty"`
 	RecoveryMinAge time.Duration  `json:"recovery_min_age,omitempty"`
 
 	// Writer: round robin over Targets, batches of Rows rows with ids From, From+1, …;
