@@ -70,8 +70,8 @@ type childConfig struct {
 	MinGenerations uint64         `json:"min_generations,omitempty"`
 	// HoldAt: at the first hit of this seam the child touches <dir>/held and waits for
 	// <dir>/go, ignoring its context (a process paused exactly there).
-	HoldAt string `json:"hold_at,omitempty"`
-	RecoveryMinAge time.Duration  `json:"recovery_min_age,omitempty"`
+	HoldAt         string        `json:"hold_at,omitempty"`
+	RecoveryMinAge time.Duration `json:"recovery_min_age,omitempty"`
 
 	// Writer: round robin over Targets, batches of Rows rows with ids From, From+1, …;
 	// FlushEvery k flushes a shard after its k-th acknowledged append; every PlainEvery-th
