@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -380,3 +382,9 @@ func pendingSidecars(t *testing.T, db *engine.DB, table string) int {
 	}
 	return len(keys)
 }
+
+// quietLog discards a server's log.
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// storeLocal is a fresh local-disk store.
+func storeLocal(t *testing.T) store.Store { return storetest.Local(t) }
