@@ -268,7 +268,13 @@ func TestMetricsAndEndpointsMatchWhatHappened(t *testing.T) {
 	for _, n := range created {
 		total += n
 	}
-	t.Logf("assignments created %v; executions %v", created, phases)
+	recoveries := map[string]float64{}
+	for k, v := range got {
+		if strings.HasPrefix(k, "shale_serve_recoveries_total") {
+			recoveries[k] = v
+		}
+	}
+	t.Logf("assignments created %v; executions %v; recoveries %v", created, phases, recoveries)
 	if v := got[`shale_serve_placements_total{result="placed"}`]; int(v) != total || placedLog != total {
 		t.Errorf("placements_total{placed} %v, %d assignments created in etcd, %d placements logged", v, total, placedLog)
 	}
