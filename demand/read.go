@@ -41,6 +41,9 @@ type Snapshot struct {
 	// Pages is the number of range requests that returned records (paging, for metrics
 	// and tests).
 	Pages int
+	// Bytes approximates the etcd bytes read: every record's key and value plus a few bytes
+	// of framing each (as paging measures a response), for metrics.
+	Bytes int64
 }
 
 // Skipped is a record a read could not fold.
@@ -105,6 +108,7 @@ func (r *Records) readOnce(ctx context.Context, pre string) (*Snapshot, error) {
 			snap.Revision = resp.Header.Revision
 		}
 		snap.Pages++
+		snap.Bytes += int64(responseBytes(resp))
 		for _, kv := range resp.Kvs {
 			r.foldKV(snap, kv, nowMs)
 		}

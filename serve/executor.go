@@ -14,6 +14,7 @@ import (
 	"github.com/shale-db/shale/manifest/catalog"
 	"github.com/shale-db/shale/recovery"
 	"github.com/shale-db/shale/repair"
+	"github.com/shale-db/shale/serve/admin"
 	"github.com/shale-db/shale/serve/plan"
 	"github.com/shale-db/shale/serve/state"
 	"github.com/shale-db/shale/store"
@@ -34,7 +35,7 @@ type execution struct {
 // ExecutionResult is what became of one assignment this executor ran.
 type ExecutionResult struct {
 	Assignment state.Assignment // the assignment as placed
-	Phase      string           // PhaseSucceeded, PhaseFailed, PhaseStalled, PhaseCancelled; "" when it was lost before binding
+	Phase      string           // admin.PhaseSucceeded, admin.PhaseFailed, admin.PhaseStalled, admin.PhaseCancelled; "" when it was lost before binding
 	Err        error            // why it failed (nil on success)
 	Elapsed    time.Duration    // from bind to the end of the work
 	// Released: the release transaction removed the assignment (false when it was lost
@@ -144,7 +145,7 @@ func (s *Server) execute(ctx context.Context, e *execution) ExecutionResult {
 		r.Err = err
 		return r
 	}
-	s.m.Execution(string(a.Kind), PhaseBound)
+	s.m.Execution(string(a.Kind), admin.PhaseBound)
 	s.m.ObserveScheduleToBind(string(a.Kind), start.Sub(a.PlacedAt))
 	s.reportRunning()
 	log.Info("serve: bound")
@@ -196,14 +197,14 @@ func (s *Server) execute(ctx context.Context, e *execution) ExecutionResult {
 	handBack := errors.Is(cause, errDrained)
 	switch {
 	case err == nil:
-		r.Phase = PhaseSucceeded
+		r.Phase = admin.PhaseSucceeded
 	case errors.Is(cause, ErrStalled):
-		r.Phase = PhaseStalled
+		r.Phase = admin.PhaseStalled
 		s.m.Stall(string(a.Kind))
 	case cause != nil:
-		r.Phase = PhaseCancelled
+		r.Phase = admin.PhaseCancelled
 	default:
-		r.Phase = PhaseFailed
+		r.Phase = admin.PhaseFailed
 	}
 	r.Err = err
 	s.m.Execution(string(a.Kind), r.Phase)
@@ -225,12 +226,25 @@ func (s *Server) execute(ctx context.Context, e *execution) ExecutionResult {
 	if err != nil && !handBack {
 		prev, _, _ := s.st.Failure(rctx, a.Table, a.Kind)
 		f = &plan.Failure{Attempts: prev.Attempts + 1, Class: Classify(err), LastFailure: time.Now().UTC(), LastError: capText(err.Error(), 1024)}
-		if r.Phase == PhaseStalled {
+		if r.Phase == admin.PhaseStalled {
 			f.Class = plan.FailureRetryable
 		}
 	}
-	if err := s.st.Release(rctx, cur, f, handBack); err != nil {
-		log.Warn("serve: release", "err", err)
+	// A release whose reply is lost is retried (it is guarded by the assignment's
+	// identity, so a retry after a landed release finds it lost and changes nothing). One
+	// that still fails leaves the assignment; the executor loop finds it not running here
+	// and runs it again (the work is idempotent at its commit points).
+	var rerr error
+	for attempt := range 3 {
+		if attempt > 0 {
+			sleep(rctx, time.Duration(attempt)*200*time.Millisecond)
+		}
+		if rerr = s.st.Release(rctx, cur, f, handBack); rerr == nil || errors.Is(rerr, state.ErrAssignmentLost) {
+			break
+		}
+	}
+	if rerr != nil {
+		log.Warn("serve: release", "err", rerr)
 		return r
 	}
 	r.Released = true
@@ -282,8 +296,13 @@ func (s *Server) run(ctx context.Context, a state.Assignment) error {
 		if err != nil {
 			return err
 		}
-		_, err = t.MergeWAL(ctx, engine.MergeWALOptions{})
-		return err
+		if _, err = t.MergeWAL(ctx, engine.MergeWALOptions{}); err != nil {
+			return err
+		}
+		// The merge publishes its watermarks into demand in the background; republish
+		// them from storage now, so the next pass sees the merge (also when there was
+		// nothing left to merge: demand that lost a merged event is corrected here).
+		return reconcileDemand(ctx, db, a.Table)
 	case plan.KindCompact:
 		ex := compaction.New(db)
 		recovery.Enable(ex)

@@ -1,23 +1,27 @@
 package serve
 
 import (
+	"context"
 	"time"
+
+	"github.com/shale-db/shale/engine"
+	"github.com/shale-db/shale/serve/gather"
 )
 
-// Metrics is what the runtime reports to the admin endpoint's Prometheus metrics (the
-// methods of admin.Metrics; package admin implements it). Nil in Options reports
-// nothing.
+// Metrics is what the runtime reports to the admin endpoint's Prometheus metrics:
+// *admin.Metrics implements it (label values: admin's Phase and Result constants, a
+// plan.SkipReason, admin.ClassName). Nil in Options reports nothing.
 type Metrics interface {
 	// ObserveScheduleToBind: an assignment of kind was bound d after it was placed.
 	ObserveScheduleToBind(kind string, d time.Duration)
 	// ObserveTurnWait: a write-turn unit of kind was placed after waiting d (exact ages only).
 	ObserveTurnWait(kind string, d time.Duration)
-	// Placement counts one placement result: ResultPlaced, ResultConflict, ResultError or a
+	// Placement counts one placement result: admin.ResultPlaced, admin.ResultConflict, admin.ResultError or a
 	// plan.SkipReason.
 	Placement(result string)
 	// SetBacklog sets the scored units of the last pass by class name.
 	SetBacklog(byClass map[string]int)
-	// Execution counts an execution phase of kind (PhaseBound, PhaseSucceeded, …).
+	// Execution counts an execution phase of kind (admin.PhaseBound, admin.PhaseSucceeded, …).
 	Execution(kind, phase string)
 	// SetRunning sets the executions of kind running in this process.
 	SetRunning(kind string, n int)
@@ -48,18 +52,8 @@ func (nopMetrics) SetLeader(bool)                              {}
 func (nopMetrics) ObservePass(time.Duration, int64)            {}
 func (nopMetrics) SetTopTables(map[string]uint64)              {}
 
-// The execution phases reported to Metrics.Execution.
-const (
-	PhaseBound     = "bound"
-	PhaseSucceeded = "succeeded"
-	PhaseFailed    = "failed"
-	PhaseCancelled = "cancelled"
-	PhaseStalled   = "stalled"
-)
-
-// The placement results reported to Metrics.Placement besides the skip reasons.
-const (
-	ResultPlaced   = "placed"
-	ResultConflict = "conflict"
-	ResultError    = "error"
-)
+// reconcileDemand republishes table's WAL demand from storage (gather.Reconcile).
+func reconcileDemand(ctx context.Context, db *engine.DB, table string) error {
+	_, err := gather.Reconcile(ctx, db, table)
+	return err
+}

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
+	"github.com/shale-db/shale/serve/admin"
+	"github.com/shale-db/shale/serve/gather"
 	"github.com/shale-db/shale/serve/plan"
 	"github.com/shale-db/shale/serve/state"
 )
@@ -130,25 +131,26 @@ func (s *Server) pass(ctx context.Context, lead leadership) (PassResult, error) 
 			s.m.Placement(string(sk.Reason))
 		}
 	}
+	s.reconcile(ctx, in.Tables)
 	for _, p := range out.Placements {
 		a, err := s.place(ctx, lead, p, execs[p.Executor], in, snap)
 		switch {
 		case errors.Is(err, state.ErrNotLeader):
-			s.m.Placement(ResultConflict)
+			s.m.Placement(admin.ResultConflict)
 			return res, err
 		case errors.Is(err, state.ErrSlotTaken), errors.Is(err, state.ErrExecutorGone):
-			s.m.Placement(ResultConflict)
+			s.m.Placement(admin.ResultConflict)
 			res.Refused++
 			s.log.Info("serve: placement refused", "table", p.Unit.Table, "kind", p.Unit.Kind, "err", err)
 		case err != nil:
-			s.m.Placement(ResultError)
+			s.m.Placement(admin.ResultError)
 			res.Refused++
 			s.log.Warn("serve: placement failed", "table", p.Unit.Table, "kind", p.Unit.Kind, "err", err)
 			if ctx.Err() != nil {
 				return res, err
 			}
 		default:
-			s.m.Placement(ResultPlaced)
+			s.m.Placement(admin.ResultPlaced)
 			if p.Unit.WaitKnown && plan.TakesWriteTurn(p.Unit.Kind) {
 				s.m.ObserveTurnWait(string(p.Unit.Kind), p.Unit.Waited)
 			}
@@ -162,7 +164,7 @@ func (s *Server) pass(ctx context.Context, lead leadership) (PassResult, error) 
 	}
 	backlog := map[string]int{}
 	for _, u := range out.Units {
-		backlog[className(u.Class)]++
+		backlog[admin.ClassName(u.Class)]++
 	}
 	s.m.SetBacklog(backlog)
 	pending := map[string]uint64{}
@@ -174,6 +176,28 @@ func (s *Server) pass(ctx context.Context, lead leadership) (PassResult, error) 
 	s.m.SetTopTables(pending)
 	s.m.ObservePass(time.Since(start), stats.DemandBytes)
 	return res, nil
+}
+
+// reconcilePerPass bounds the tables whose WAL demand one pass republishes from storage.
+const reconcilePerPass = 8
+
+// reconcile republishes the WAL demand of the next few tables (round robin over passes)
+// from storage, so a lost demand event heals within len(tables)/reconcilePerPass passes.
+// Errors are logged: demand is rebuildable and the next round tries again.
+func (s *Server) reconcile(ctx context.Context, tables []plan.TableState) {
+	if len(tables) == 0 {
+		return
+	}
+	for i := 0; i < reconcilePerPass && i < len(tables); i++ {
+		t := tables[(s.reconcileNext+i)%len(tables)]
+		if t.Dropped || t.Unreadable != "" {
+			continue
+		}
+		if err := reconcileDemand(ctx, s.db, t.Table); err != nil && ctx.Err() == nil {
+			s.log.Warn("serve: reconcile WAL demand", "table", t.Table, "err", err)
+		}
+	}
+	s.reconcileNext = (s.reconcileNext + reconcilePerPass) % len(tables)
 }
 
 // place stores one placement with the guarded transaction.
@@ -211,12 +235,12 @@ func policyOf(in plan.Input, table string) plan.Policy {
 
 // input reads everything a pass needs: the serve state at one revision and the tables'
 // picture.
-func (s *Server) input(ctx context.Context) (plan.Input, gatherStats, *state.Snapshot, error) {
+func (s *Server) input(ctx context.Context) (plan.Input, gather.Stats, *state.Snapshot, error) {
 	snap, err := s.st.Read(ctx)
 	if err != nil {
-		return plan.Input{}, gatherStats{}, nil, err
+		return plan.Input{}, gather.Stats{}, nil, err
 	}
-	tables, stats, err := gatherTables(ctx, s.db, gatherOptions{Compaction: s.opts.Compaction})
+	tables, stats, err := gather.Tables(ctx, s.db, gather.Options{Compaction: s.opts.Compaction})
 	if err != nil {
 		return plan.Input{}, stats, nil, err
 	}
@@ -275,25 +299,6 @@ func mergePolicy(p, base plan.Policy) plan.Policy {
 	return p.WithDefaults()
 }
 
-// className names a class for metrics and status.
-func className(c plan.Class) string {
-	switch c {
-	case plan.ClassRecovery:
-		return "recovery"
-	case plan.ClassCritical:
-		return "critical"
-	case plan.ClassCommitReady:
-		return "commit_ready"
-	case plan.ClassNormal:
-		return "normal"
-	case plan.ClassMaintenance:
-		return "maintenance"
-	case plan.ClassTail:
-		return "tail"
-	}
-	return fmt.Sprintf("class_%d", int(c))
-}
-
 func sleep(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -301,16 +306,4 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
-}
-
-// sortedAssignments orders assignments by table and kind.
-func sortedAssignments(as []state.Assignment) []state.Assignment {
-	out := append([]state.Assignment(nil), as...)
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Table != out[j].Table {
-			return out[i].Table < out[j].Table
-		}
-		return out[i].Kind < out[j].Kind
-	})
-	return out
 }

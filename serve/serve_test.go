@@ -2,12 +2,16 @@ package serve_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,10 +26,12 @@ import (
 	"github.com/shale-db/shale/internal/storetest"
 	"github.com/shale-db/shale/recovery"
 	"github.com/shale-db/shale/serve"
+	"github.com/shale-db/shale/serve/admin"
 	"github.com/shale-db/shale/serve/plan"
 	"github.com/shale-db/shale/serve/state"
 	"github.com/shale-db/shale/store"
 	"github.com/shale-db/shale/wal"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 var etcd *coord.Embedded
@@ -248,7 +254,7 @@ func TestOnceMergesWALBacklog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := phases(res.Executions); p[plan.KindMergeWAL] != serve.PhaseSucceeded {
+	if p := phases(res.Executions); p[plan.KindMergeWAL] != admin.PhaseSucceeded {
 		t.Fatalf("executions %+v, placements %+v, skips %+v", res.Executions, res.Pass.Output.Placements, res.Pass.Output.Skips)
 	}
 	if m := merged(t, db, "w"); m != 3 {
@@ -292,7 +298,7 @@ func TestOnceCompactsSmallFragments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := phases(res.Executions); p[plan.KindCompact] != serve.PhaseSucceeded {
+	if p := phases(res.Executions); p[plan.KindCompact] != admin.PhaseSucceeded {
 		t.Fatalf("executions %+v, skips %+v", res.Executions, res.Pass.Output.Skips)
 	}
 	tbl, err := db.OpenTable(ctx, "c")
@@ -332,7 +338,7 @@ func TestOnceRecoversPendingSidecar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := phases(res.Executions); p[plan.KindRecover] != serve.PhaseSucceeded {
+	if p := phases(res.Executions); p[plan.KindRecover] != admin.PhaseSucceeded {
 		t.Fatalf("executions %+v, skips %+v", res.Executions, res.Pass.Output.Skips)
 	}
 	if keys, err := recovery.Pending(ctx, db.Store(), "r"); err != nil || len(keys) != 0 {
@@ -398,23 +404,213 @@ func TestWatchdogCancelsStalledExecutionAndPlacesItAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close(ctx)
-	waitFor(t, "the stall", func() bool { return rec.execs("merge_wal", serve.PhaseStalled) == 1 })
-	f, ok, err := s.State().Failure(ctx, "w", plan.KindMergeWAL)
-	if err != nil || !ok || f.Class != plan.FailureRetryable || f.Attempts != 1 {
-		// It may already have been placed again and succeeded (clearing the entry).
-		if rec.execs("merge_wal", serve.PhaseSucceeded) == 0 {
-			t.Fatalf("failure entry %+v %v %v", f, ok, err)
-		}
-	}
+	waitFor(t, "the stall", func() bool { return rec.execs("merge_wal", admin.PhaseStalled) == 1 })
+	// The release records a retryable failure: the back-off (2 s) keeps it until the
+	// work is placed again.
+	waitFor(t, "the failure entry", func() bool {
+		f, ok, err := s.State().Failure(ctx, "w", plan.KindMergeWAL)
+		return err == nil && ok && f.Class == plan.FailureRetryable && f.Attempts == 1
+	})
 	waitFor(t, "the work placed again and done", func() bool { return merged(t, db, "w") == 2 })
 	waitFor(t, "the failure entry cleared", func() bool {
 		_, ok, err := s.State().Failure(ctx, "w", plan.KindMergeWAL)
 		return err == nil && !ok
 	})
-	if n := rec.execs("merge_wal", serve.PhaseSucceeded); n != 1 {
+	if n := rec.execs("merge_wal", admin.PhaseSucceeded); n != 1 {
 		t.Fatalf("%d successful merges", n)
 	}
 	if rec.stalls != 1 {
 		t.Fatalf("%d stalls", rec.stalls)
+	}
+}
+
+func TestCloseHandsBackRunningWork(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, storetest.Local(t))
+	walBacklog(t, db, "w", 2)
+	release := make(chan struct{})
+	defer close(release)
+	t.Cleanup(failpoint.Enable("serve.execute", failpoint.BlockUntilClosed(release)))
+	rec := newRecorder()
+	cfg := fastConfig()
+	cfg.IdleTimeout = time.Hour // only the drain ends the blocked execution
+	s, err := serve.New(ctx, db, serve.Options{ID: "s", Config: cfg, Logger: quietLog(), Metrics: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := serve.StateOf(db)
+	waitFor(t, "the merge to run", func() bool {
+		snap, err := st.Read(ctx)
+		return err == nil && len(snap.Assignments) == 1 && snap.Assignments[0].State == state.StateRunning
+	})
+	dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if err := s.Close(dctx); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := st.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Handed back: no assignment, no failure counted against the table, no executor.
+	if len(snap.Assignments) != 0 || len(snap.Failures) != 0 || len(snap.Executors) != 0 {
+		t.Fatalf("after drain: %+v %+v %+v", snap.Assignments, snap.Failures, snap.Executors)
+	}
+	if rec.execs("merge_wal", admin.PhaseCancelled) != 1 || merged(t, db, "w") != 0 {
+		t.Fatalf("executions %v, merged %d", rec.executions, merged(t, db, "w"))
+	}
+	if id, _, err := st.Leader(ctx); err != nil || id != "" {
+		t.Fatalf("leader after drain: %q %v", id, err)
+	}
+}
+
+func TestLeaseLossReRegistersAndKeepsWorking(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, storetest.Local(t))
+	s := newServer(t, db, "s", nil)
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	st := serve.StateOf(db)
+	waitFor(t, "leadership", s.IsLeader)
+	snap, err := st.Read(ctx)
+	if err != nil || len(snap.Executors) != 1 {
+		t.Fatalf("%+v %v", snap, err)
+	}
+	old := snap.Executors[0]
+	// The lease expires (etcd unreachable past the TTL, a paused process): revoke it.
+	if _, err := st.Client().Revoke(ctx, clientv3.LeaseID(old.Lease)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a new registration", func() bool {
+		snap, err := st.Read(ctx)
+		return err == nil && len(snap.Executors) == 1 && snap.Executors[0].Lease != old.Lease
+	})
+	walBacklog(t, db, "w", 2)
+	waitFor(t, "the backlog merged after re-registration", func() bool { return merged(t, db, "w") == 2 })
+}
+
+func TestOnceRefusesWhileAnotherLeads(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, storetest.Local(t))
+	s := newServer(t, db, "daemon", nil)
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	waitFor(t, "leadership", s.IsLeader)
+	_, err := newServer(t, db, "once", nil).Once(ctx)
+	if !errors.Is(err, serve.ErrLeaderRunning) {
+		t.Fatalf("once beside a leader: %v", err)
+	}
+	// A process with another config refuses to start.
+	other, err := serve.New(ctx, db, serve.Options{ID: "other", Config: state.Config{PassInterval: time.Second}, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Start(ctx); !errors.Is(err, state.ErrConfigMismatch) {
+		t.Fatalf("start with another config: %v", err)
+	}
+	// The same id twice is refused while the first lives.
+	if err := newServer(t, db, "daemon", nil).Start(ctx); !errors.Is(err, state.ErrExecutorExists) {
+		t.Fatalf("duplicate id: %v", err)
+	}
+}
+
+func TestSlowButProgressingExecutionIsNotCancelled(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, storetest.Local(t))
+	fragments(t, db, "c", 20)
+	// Every batch the compaction reads waits 150 ms: the run takes well over the idle
+	// timeout (500 ms), but it completes a storage request between waits.
+	t.Cleanup(failpoint.Enable("compaction.read_batch", failpoint.Sleep(150*time.Millisecond)))
+	// Before the release, the heartbeat has recorded the progress in the assignment.
+	var progress atomic.Int64
+	st := serve.StateOf(db)
+	t.Cleanup(failpoint.Enable("serve.before_release", failpoint.Call(func(ctx context.Context) error {
+		snap, err := st.Read(ctx)
+		if err == nil && len(snap.Assignments) == 1 {
+			progress.Store(snap.Assignments[0].Progress)
+		}
+		return nil
+	})))
+	rec := newRecorder()
+	start := time.Now()
+	res, err := newServer(t, db, "once", rec).Once(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := phases(res.Executions); p[plan.KindCompact] != admin.PhaseSucceeded {
+		t.Fatalf("executions %+v", res.Executions)
+	}
+	if el := time.Since(start); el < time.Second {
+		t.Fatalf("the compaction took %s: the failpoint did not slow it", el)
+	}
+	if rec.stalls != 0 {
+		t.Fatalf("%d stalls", rec.stalls)
+	}
+	if progress.Load() < 1 {
+		t.Fatalf("progress recorded %d, want the heartbeat to have recorded completed requests", progress.Load())
+	}
+}
+
+func TestAdminEndpointReportsTheRuntime(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, storetest.Local(t))
+	m := admin.NewMetrics()
+	s := newServer(t, db, "s", m)
+	srv, err := admin.NewServer("127.0.0.1:0", s, m, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close(ctx)
+	s.SetAddr(srv.Addr())
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	walBacklog(t, db, "w", 2)
+	waitFor(t, "the backlog merged", func() bool { return merged(t, db, "w") == 2 })
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get("http://" + srv.Addr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	waitFor(t, "the execution counted", func() bool {
+		_, body := get("/metrics")
+		return strings.Contains(body, `shale_serve_executions_total{kind="merge_wal",phase="succeeded"} 1`)
+	})
+	_, body := get("/metrics")
+	for _, want := range []string{`shale_serve_executions_total{kind="merge_wal",phase="bound"} 1`, `shale_serve_leader 1`,
+		`shale_serve_placements_total{result="placed"}`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics has no %s", want)
+		}
+	}
+	code, body := get("/v1/status")
+	var st admin.Status
+	if err := json.Unmarshal([]byte(body), &st); code != 200 || err != nil || st.Executor != "s" || !st.IsLeader || len(st.Executors) != 1 ||
+		st.Executors[0].Addr != srv.Addr() {
+		t.Fatalf("/v1/status %d %v: %s", code, err, body)
+	}
+	code, body = get("/v1/tables/w")
+	var rep admin.TableReport
+	if err := json.Unmarshal([]byte(body), &rep); code != 200 || err != nil || rep.Table != "w" || rep.State.PendingGenerations != 0 {
+		t.Fatalf("/v1/tables/w %d %v: %s", code, err, body)
+	}
+	if code, body := get("/v1/tables/nosuch"); code != http.StatusNotFound {
+		t.Fatalf("/v1/tables/nosuch %d: %s", code, body)
+	}
+	if code, body := get("/healthz"); code != 200 {
+		t.Fatalf("/healthz %d: %s", code, body)
 	}
 }

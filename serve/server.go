@@ -82,6 +82,8 @@ type Server struct {
 	leading  bool
 	lastPass passRecord
 
+	reconcileNext int // the planner's round-robin position (planner goroutine only)
+
 	draining atomic.Bool
 	closed   atomic.Bool
 	wake     chan struct{} // wakes the planner
@@ -168,6 +170,10 @@ func kindList() string {
 	}
 	return strings.Join(s, ", ")
 }
+
+// SetAddr sets the admin endpoint address the executor advertises (call before Start:
+// the admin server's real address when it was started on port 0).
+func (s *Server) SetAddr(addr string) { s.opts.Addr = addr }
 
 // ID is the executor's id.
 func (s *Server) ID() string { return s.opts.ID }
@@ -312,16 +318,9 @@ func (s *Server) Close(ctx context.Context) error {
 		return nil
 	}
 	s.draining.Store(true)
-	s.mu.Lock()
-	el, leading := s.elect, s.leading
-	s.mu.Unlock()
-	if leading && el != nil {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		if err := el.Resign(rctx); err != nil {
-			s.log.Warn("serve: resign", "err", err)
-		}
-		cancel()
-	}
+	// The planner goroutine owns the election (its methods are not safe for concurrent
+	// use): stopping the loops makes it resign on its way out, so another process plans
+	// while this one drains.
 	if s.cancel != nil {
 		s.cancel()
 	}

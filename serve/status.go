@@ -9,63 +9,15 @@ import (
 
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/serve/admin"
+	"github.com/shale-db/shale/serve/gather"
 	"github.com/shale-db/shale/serve/plan"
 	"github.com/shale-db/shale/serve/state"
 )
 
-// These types mirror package admin's JSON types (admin.Status, admin.TableReport, …)
-// field for field; the Server implements admin.Source with them.
-
-// Status is a process's view of the serve processes: executors, assignments, leader.
-type Status struct {
-	Executor    string           `json:"executor"`    // this process's executor id ("" from the CLI)
-	Leader      string           `json:"leader"`      // the planner's executor id ("" none)
-	IsLeader    bool             `json:"is_leader"`   // this process plans
-	Executors   []ExecutorInfo   `json:"executors"`   // the live executors, by id
-	Assignments []AssignmentInfo `json:"assignments"` // every assignment, by table and kind
-	Draining    bool             `json:"draining"`    // this process is draining
-}
-
-// ExecutorInfo is one live executor.
-type ExecutorInfo struct {
-	ID      string         `json:"id"`             // the executor id
-	Addr    string         `json:"addr,omitempty"` // its admin endpoint
-	Slots   map[string]int `json:"slots"`          // slots per kind
-	Bytes   int64          `json:"bytes"`          // memory budget
-	Started time.Time      `json:"started"`        // when the process started
-	Running int            `json:"running"`        // assignments placed on it (assigned or running)
-}
-
-// AssignmentInfo is one assignment.
-type AssignmentInfo struct {
-	ID         string    `json:"id"`                   // the assignment id (a ULID)
-	Table      string    `json:"table"`                // the table worked on
-	Kind       string    `json:"kind"`                 // the kind of work
-	Executor   string    `json:"executor"`             // the executor it is placed on
-	State      string    `json:"state"`                // assigned or running
-	PlacedAt   time.Time `json:"placed_at"`            // when the planner placed it
-	BoundAt    time.Time `json:"bound_at,omitzero"`    // when its executor bound it
-	Progress   int64     `json:"progress"`             // completed storage requests, as last recorded
-	ProgressAt time.Time `json:"progress_at,omitzero"` // when Progress was recorded
-	Bytes      int64     `json:"bytes"`                // bytes reserved on the executor
-}
-
-// TableReport explains one table: its picture, policy, scored units, skips, what
-// would run next or the named reason it will not.
-type TableReport struct {
-	Table       string                  `json:"table"`            // the table
-	State       plan.TableState         `json:"state"`            // its picture
-	Policy      plan.Policy             `json:"policy"`           // its effective policy
-	Units       []plan.Unit             `json:"units"`            // its scored units (a recovery unit's Score is +Inf: not JSON-encodable as is)
-	Skips       []plan.Skip             `json:"skips"`            // its skips, Kinds order
-	Next        string                  `json:"next,omitempty"`   // the kind a pass would place now
-	Reason      string                  `json:"reason,omitempty"` // when Next is "": the named reason
-	Assignments []AssignmentInfo        `json:"assignments"`      // its assignments
-	Failures    map[string]plan.Failure `json:"failures"`         // its failure ledger by kind
-}
-
 // ErrTableNotFound: Explain was asked about a table the store does not have. The error
-// returned also matches plan.ErrUnknownTable and manifest.ErrTableNotFound.
+// returned also matches plan.ErrUnknownTable, manifest.ErrTableNotFound and
+// admin.ErrNotFound (the admin endpoint answers 404).
 var ErrTableNotFound = errors.New("serve: table not found")
 
 type tableNotFound struct{ table string }
@@ -75,41 +27,43 @@ func (e tableNotFound) Error() string {
 }
 
 func (e tableNotFound) Is(t error) bool {
-	return t == ErrTableNotFound || t == plan.ErrUnknownTable || t == manifest.ErrTableNotFound
+	return t == ErrTableNotFound || t == plan.ErrUnknownTable || t == manifest.ErrTableNotFound || t == admin.ErrNotFound
 }
 
-func assignmentInfo(a state.Assignment) AssignmentInfo {
-	return AssignmentInfo{ID: a.ID, Table: a.Table, Kind: string(a.Kind), Executor: a.Executor, State: a.State, PlacedAt: a.PlacedAt,
+func assignmentInfo(a state.Assignment) admin.AssignmentInfo {
+	return admin.AssignmentInfo{ID: a.ID, Table: a.Table, Kind: string(a.Kind), Executor: a.Executor, State: a.State, PlacedAt: a.PlacedAt,
 		BoundAt: a.BoundAt, Progress: a.Progress, ProgressAt: a.ProgressAt, Bytes: a.Bytes}
 }
 
 // ReadStatus reads the executors, assignments and leader from etcd (no Server needed:
 // `shale serve status`).
-func ReadStatus(ctx context.Context, st *state.State) (Status, error) {
+func ReadStatus(ctx context.Context, st *state.State) (admin.Status, error) {
 	snap, err := st.Read(ctx)
 	if err != nil {
-		return Status{}, err
+		return admin.Status{}, err
 	}
 	leader, _, err := st.Leader(ctx)
 	if err != nil {
-		return Status{}, err
+		return admin.Status{}, err
 	}
 	return statusOf(snap, leader), nil
 }
 
-func statusOf(snap *state.Snapshot, leader string) Status {
-	out := Status{Leader: leader, Executors: []ExecutorInfo{}, Assignments: []AssignmentInfo{}}
-	count := map[string]int{}
+func statusOf(snap *state.Snapshot, leader string) admin.Status {
+	out := admin.Status{Leader: leader, Executors: []admin.ExecutorInfo{}, Assignments: []admin.AssignmentInfo{}}
+	count, reserved := map[string]int{}, map[string]int64{}
 	for _, a := range snap.Assignments {
 		out.Assignments = append(out.Assignments, assignmentInfo(a))
 		count[a.Executor]++
+		reserved[a.Executor] += a.Bytes
 	}
 	for _, e := range snap.Executors {
 		slots := e.Slots
 		if slots == nil {
 			slots = map[string]int{}
 		}
-		out.Executors = append(out.Executors, ExecutorInfo{ID: e.ID, Addr: e.Addr, Slots: slots, Bytes: e.Bytes, Started: e.Started, Running: count[e.ID]})
+		out.Executors = append(out.Executors, admin.ExecutorInfo{ID: e.ID, Addr: e.Addr, Slots: slots, Bytes: e.Bytes, Started: e.Started, Running: count[e.ID],
+			Reserved: reserved[e.ID]})
 	}
 	return out
 }
@@ -126,30 +80,30 @@ func StateOf(db *engine.DB) *state.State {
 // planned: capacity and ordering depend on every table). Errors: an error matching
 // ErrTableNotFound (and manifest.ErrTableNotFound) for a table the store does not have,
 // ErrNoCatalog, gather and etcd errors.
-func Explain(ctx context.Context, db *engine.DB, table string) (TableReport, error) {
+func Explain(ctx context.Context, db *engine.DB, table string) (admin.TableReport, error) {
 	st := StateOf(db)
 	if st == nil {
-		return TableReport{}, ErrNoCatalog
+		return admin.TableReport{}, ErrNoCatalog
 	}
-	return explain(ctx, db, st, table, gatherOptions{})
+	return explain(ctx, db, st, table, gather.Options{})
 }
 
-func explain(ctx context.Context, db *engine.DB, st *state.State, table string, gopts gatherOptions) (TableReport, error) {
+func explain(ctx context.Context, db *engine.DB, st *state.State, table string, gopts gather.Options) (admin.TableReport, error) {
 	names, err := db.Tables(ctx)
 	if err != nil {
-		return TableReport{}, err
+		return admin.TableReport{}, err
 	}
 	if !slices.Contains(names, table) {
-		return TableReport{}, tableNotFound{table}
+		return admin.TableReport{}, tableNotFound{table}
 	}
 	snap, err := st.Read(ctx)
 	if err != nil {
-		return TableReport{}, err
+		return admin.TableReport{}, err
 	}
 	gopts.Tables = names
-	tables, _, err := gatherTables(ctx, db, gopts)
+	tables, _, err := gather.Tables(ctx, db, gopts)
 	if err != nil {
-		return TableReport{}, err
+		return admin.TableReport{}, err
 	}
 	cfg := state.Config{}.WithDefaults()
 	if snap.Config != nil {
@@ -160,8 +114,8 @@ func explain(ctx context.Context, db *engine.DB, st *state.State, table string, 
 }
 
 // report folds one table's part of a pass. Pure.
-func report(in plan.Input, out plan.Output, snap *state.Snapshot, table string) TableReport {
-	r := TableReport{Table: table, Policy: policyOf(in, table), Units: []plan.Unit{}, Skips: []plan.Skip{}, Assignments: []AssignmentInfo{},
+func report(in plan.Input, out plan.Output, snap *state.Snapshot, table string) admin.TableReport {
+	r := admin.TableReport{Table: table, Policy: policyOf(in, table), Units: []plan.Unit{}, Skips: []plan.Skip{}, Assignments: []admin.AssignmentInfo{},
 		Failures: map[string]plan.Failure{}}
 	for _, t := range in.Tables {
 		if t.Table == table {
@@ -173,24 +127,32 @@ func report(in plan.Input, out plan.Output, snap *state.Snapshot, table string) 
 			r.Units = append(r.Units, u)
 		}
 	}
-	var best *plan.Skip
+	skipOf := map[plan.Kind]plan.Skip{}
 	for _, ex := range plan.Explain(out, table) {
 		switch {
 		case ex.Placement != nil && r.Next == "":
 			r.Next = string(ex.Kind)
 		case ex.Skip != nil:
-			sk := *ex.Skip
-			r.Skips = append(r.Skips, sk)
-			if sk.Reason != plan.SkipNoWork && (best == nil || best.Unit == nil || sk.Unit != nil && plan.Less(*sk.Unit, *best.Unit)) {
-				best = &sk
-			}
+			r.Skips = append(r.Skips, *ex.Skip)
+			skipOf[ex.Kind] = *ex.Skip
 		}
 	}
 	if r.Next == "" {
-		if best != nil {
-			r.Reason = string(best.Reason)
-		} else {
-			r.Reason = string(plan.SkipNoWork)
+		// The named reason: the skip of the table's first unit in planning order; without
+		// units, the first skip that is not no_work (dropped, unreadable, paused); else
+		// no_work.
+		r.Reason = string(plan.SkipNoWork)
+		found := false
+		for _, u := range r.Units {
+			if sk, ok := skipOf[u.Kind]; ok {
+				r.Reason, found = string(sk.Reason), true
+				break
+			}
+		}
+		for _, sk := range r.Skips {
+			if !found && sk.Reason != plan.SkipNoWork {
+				r.Reason, found = string(sk.Reason), true
+			}
 		}
 	}
 	for _, a := range snap.Assignments {
@@ -205,18 +167,18 @@ func report(in plan.Input, out plan.Output, snap *state.Snapshot, table string) 
 }
 
 // Status is this process's view (admin.Source).
-func (s *Server) Status(ctx context.Context) (Status, error) {
+func (s *Server) Status(ctx context.Context) (admin.Status, error) {
 	out, err := ReadStatus(ctx, s.st)
 	if err != nil {
-		return Status{}, err
+		return admin.Status{}, err
 	}
 	out.Executor, out.IsLeader, out.Draining = s.opts.ID, s.IsLeader(), s.draining.Load()
 	return out, nil
 }
 
 // Table explains one table (admin.Source); unknown tables match ErrTableNotFound.
-func (s *Server) Table(ctx context.Context, name string) (TableReport, error) {
-	return explain(ctx, s.db, s.st, name, gatherOptions{Compaction: s.opts.Compaction})
+func (s *Server) Table(ctx context.Context, name string) (admin.TableReport, error) {
+	return explain(ctx, s.db, s.st, name, gather.Options{Compaction: s.opts.Compaction})
 }
 
 // Healthy is nil while the executor's session is alive, etcd answers and the server

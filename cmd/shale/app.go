@@ -112,7 +112,7 @@ func (a *app) rootCommand() *cobra.Command {
 			case "query", "versions", "inspect", "status", "verify", "export", "index list", "wal status", "serve status", "why":
 				a.readOnly = true
 			case "delete", "update", "drop", "compact", "recover", "repair", "gc",
-				"index create", "index update", "index drop", "wal append", "wal merge", "wal scan":
+				"index create", "index update", "index drop", "wal append", "wal merge", "wal scan", "serve":
 				// They change only tables already in the store: a mistyped --store is
 				// reported, not created (and then found to hold "no tables").
 				a.mustExist = true

@@ -95,6 +95,8 @@ func TestCredentialsNeverPrintedByAnyCommand(t *testing.T) {
 		{"bench", "--suites", "import", "--reps", "1", "--data", "", "--rows", "1000"},
 		{"export", tbl, "--format", "csv"},
 		{"index", "create", tbl, "--column", "id"},
+		{"why", tbl},
+		{"serve", "--once"},
 		{"drop", tbl},
 	}
 	scenario := map[string][]string{}

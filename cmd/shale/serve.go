@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"sort"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/shale-db/shale/serve"
+	"github.com/shale-db/shale/serve/admin"
 	"github.com/shale-db/shale/serve/plan"
 	"github.com/shale-db/shale/serve/state"
 )
@@ -76,11 +76,6 @@ type serveFile struct {
 	Listen        string          `json:"listen"`
 	Policy        json.RawMessage `json:"policy"`
 }
-
-// serveAdmin starts the admin endpoint on addr for s (set when package serve/admin is
-// built in; nil: --listen is only advertised). It returns the listening address and a
-// function that stops it.
-var serveAdmin func(addr string, s *serve.Server, log *slog.Logger) (string, func(context.Context) error, error)
 
 func (a *app) serveCommand() *cobra.Command {
 	var f serveFlags
@@ -180,9 +175,9 @@ func (f *serveFlags) options(fs *pflag.FlagSet) (serve.Options, error) {
 			o.Addr = file.Listen
 		}
 		if len(file.Policy) > 0 {
-			p, err := state.DecodePolicy(file.Policy)
+			p, err := state.ParsePolicy(file.Policy)
 			if err != nil {
-				return o, usagef("--config %s: policy: %v", f.config, errors.Unwrap(err))
+				return o, usagef("--config %s: policy: %v", f.config, err)
 			}
 			cfg.Policy = p
 		}
@@ -268,13 +263,19 @@ func parseBytes(s string) (int64, error) {
 // serveReport is `shale serve --once --json`'s object.
 type serveReport struct {
 	Executor   string           `json:"executor"`
-	Placed     []serveExecRow   `json:"placed"`
+	Placed     []servePlacedRow `json:"placed"`
 	Skips      []serveSkipRow   `json:"skips"`
 	Executions []serveExecRow   `json:"executions"`
 	Refused    int              `json:"refused"`
 	ElapsedMS  int64            `json:"elapsed_ms"`
 	Failed     int              `json:"failed"`
-	Placements []plan.Placement `json:"-"`
+}
+
+type servePlacedRow struct {
+	Table    string `json:"table"`
+	Kind     string `json:"kind"`
+	Executor string `json:"executor"`
+	ID       string `json:"id"`
 }
 
 type serveExecRow struct {
@@ -282,9 +283,9 @@ type serveExecRow struct {
 	Kind      string `json:"kind"`
 	Executor  string `json:"executor"`
 	ID        string `json:"id"`
-	Phase     string `json:"phase,omitempty"`
+	Phase     string `json:"phase"`
 	Error     string `json:"error,omitempty"`
-	ElapsedMS int64  `json:"elapsed_ms,omitempty"`
+	ElapsedMS int64  `json:"elapsed_ms"`
 }
 
 type serveSkipRow struct {
@@ -304,17 +305,22 @@ func (a *app) runServe(ctx context.Context, f serveFlags, opts serve.Options) er
 		level = slog.LevelWarn
 	}
 	opts.Logger = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+	metrics := admin.NewMetrics()
+	opts.Metrics = metrics
 	s, err := serve.New(ctx, db, opts)
 	if err != nil {
 		return err
 	}
-	if f.listen != "" && serveAdmin != nil && !f.once {
-		addr, stop, err := serveAdmin(f.listen, s, opts.Logger)
+	if f.listen != "" && !f.once {
+		// The admin endpoint listens before the executor registers, so that the address it
+		// advertises answers (":0" picks a port: the advertised one is the real one).
+		srv, err := admin.NewServer(f.listen, s, metrics, opts.Logger)
 		if err != nil {
 			return fmt.Errorf("--listen %s: %w", f.listen, err)
 		}
-		defer stop(context.Background())
-		opts.Logger.Info("serve: admin endpoint", "addr", addr)
+		defer srv.Close(context.Background())
+		s.SetAddr(srv.Addr())
+		opts.Logger.Info("serve: admin endpoint", "addr", srv.Addr())
 	}
 	if !f.once {
 		return serveError(s.Run(ctx, f.drainTimeout))
@@ -324,10 +330,10 @@ func (a *app) runServe(ctx context.Context, f serveFlags, opts serve.Options) er
 	if err != nil {
 		return serveError(err)
 	}
-	rep := serveReport{Executor: s.ID(), Placed: []serveExecRow{}, Skips: []serveSkipRow{}, Executions: []serveExecRow{},
+	rep := serveReport{Executor: s.ID(), Placed: []servePlacedRow{}, Skips: []serveSkipRow{}, Executions: []serveExecRow{},
 		Refused: res.Pass.Refused, ElapsedMS: time.Since(start).Milliseconds()}
 	for _, p := range res.Pass.Placed {
-		rep.Placed = append(rep.Placed, serveExecRow{Table: p.Table, Kind: string(p.Kind), Executor: p.Executor, ID: p.ID})
+		rep.Placed = append(rep.Placed, servePlacedRow{Table: p.Table, Kind: string(p.Kind), Executor: p.Executor, ID: p.ID})
 	}
 	for _, sk := range res.Pass.Output.Skips {
 		if sk.Reason != plan.SkipNoWork {
@@ -337,6 +343,9 @@ func (a *app) runServe(ctx context.Context, f serveFlags, opts serve.Options) er
 	for _, e := range res.Executions {
 		row := serveExecRow{Table: e.Assignment.Table, Kind: string(e.Assignment.Kind), Executor: e.Assignment.Executor, ID: e.Assignment.ID,
 			Phase: e.Phase, ElapsedMS: e.Elapsed.Milliseconds()}
+		if row.Phase == "" {
+			row.Phase = "lost" // released (its lease expired) before it was bound
+		}
 		if e.Err != nil {
 			row.Error = e.Err.Error()
 			rep.Failed++
@@ -409,7 +418,7 @@ prints.`,
 				return err
 			}
 			if a.jsonOut {
-				return writeReport(a.stdout, status, true)
+				return a.printJSON(status)
 			}
 			if status.Leader == "" {
 				a.printf("planner: none\n")
@@ -459,7 +468,7 @@ func (a *app) why(ctx context.Context, table string) error {
 		return err
 	}
 	if a.jsonOut {
-		return a.printJSON(whyJSON(rep))
+		return a.printJSON(rep)
 	}
 	if rep.Next != "" {
 		a.printf("%s: next: %s\n", table, rep.Next)
@@ -476,7 +485,7 @@ func (a *app) why(ctx context.Context, table string) error {
 	for _, sk := range rep.Skips {
 		line := fmt.Sprintf("  %s: %s", sk.Kind, sk.Reason)
 		if u, ok := units[sk.Kind]; ok {
-			line += fmt.Sprintf(" (class %d, score %.2f, %s)", u.Class, u.Score, u.Reason)
+			line += fmt.Sprintf(" (class %s, score %.2f, %s)", admin.ClassName(u.Class), u.Score, u.Reason)
 		}
 		if sk.Detail != "" {
 			line += ": " + sk.Detail
@@ -490,118 +499,4 @@ func (a *app) why(ctx context.Context, table string) error {
 		a.printf("  %s failed %s (%s), last %s: %s\n", k, plural(f.Attempts, "time"), f.Class, f.LastFailure.UTC().Format(time.RFC3339), f.LastError)
 	}
 	return nil
-}
-
-// whyReport is `shale why TABLE --json`'s object (docs/json.md): the planner's types
-// with snake_case keys, durations in ms, members that do not apply left out.
-type whyReport struct {
-	Table       string                 `json:"table"`
-	Next        string                 `json:"next,omitempty"`
-	Reason      string                 `json:"reason,omitempty"`
-	State       whyState               `json:"state"`
-	Policy      whyPolicy              `json:"policy"`
-	Kinds       []whyKind              `json:"kinds"`
-	Assignments []serve.AssignmentInfo `json:"assignments"`
-	Failures    []whyFailure           `json:"failures"`
-}
-
-type whyState struct {
-	PendingGenerations uint64     `json:"pending_generations"`
-	PendingBytes       uint64     `json:"pending_bytes"`
-	OldestPending      *time.Time `json:"oldest_pending,omitempty"`
-	OldestIsUpperBound bool       `json:"oldest_is_upper_bound,omitempty"`
-	Fragments          int        `json:"fragments"`
-	SmallFragments     int        `json:"small_fragments"`
-	DeletedRatioHigh   int        `json:"deleted_ratio_high"`
-	UncoveredByIndex   int        `json:"uncovered_by_index"`
-	Drift              int        `json:"drift"`
-	PendingSidecars    int        `json:"pending_sidecars"`
-	Dropped            bool       `json:"dropped,omitempty"`
-	Unreadable         string     `json:"unreadable,omitempty"`
-}
-
-type whyPolicy struct {
-	Paused                bool   `json:"paused"`
-	MinGenerations        uint64 `json:"min_generations"`
-	CriticalGenerations   uint64 `json:"critical_generations"`
-	MaxAgeMS              int64  `json:"max_age_ms"`
-	MaxTurnWaitMS         int64  `json:"max_turn_wait_ms"`
-	MinSmallFragments     int    `json:"min_small_fragments"`
-	MinUncovered          int    `json:"min_uncovered"`
-	MaxConsecutiveTurns   int    `json:"max_consecutive_turns"`
-	MaxAttemptsBeforeHold int    `json:"max_attempts_before_hold"`
-}
-
-type whyKind struct {
-	Kind string `json:"kind"`
-	// Outcome is "placed" (a pass now would place it) or the named skip reason.
-	Outcome     string     `json:"outcome"`
-	Class       string     `json:"class,omitempty"`        // when scored
-	ClassReason string     `json:"class_reason,omitempty"` // why that class
-	Score       *float64   `json:"score,omitempty"`        // left out for recovery (infinite)
-	WaitedMS    int64      `json:"waited_ms,omitempty"`
-	Detail      string     `json:"detail,omitempty"`
-	RetryAt     *time.Time `json:"retry_at,omitempty"`
-}
-
-type whyFailure struct {
-	Kind        string    `json:"kind"`
-	Attempts    int       `json:"attempts"`
-	Class       string    `json:"class"`
-	LastFailure time.Time `json:"last_failure"`
-	LastError   string    `json:"last_error"`
-}
-
-var classNames = map[plan.Class]string{plan.ClassRecovery: "recovery", plan.ClassCritical: "critical", plan.ClassCommitReady: "commit_ready",
-	plan.ClassNormal: "normal", plan.ClassMaintenance: "maintenance", plan.ClassTail: "tail"}
-
-func whyJSON(r serve.TableReport) whyReport {
-	st := r.State
-	out := whyReport{Table: r.Table, Next: r.Next, Reason: r.Reason, Kinds: []whyKind{}, Assignments: r.Assignments, Failures: []whyFailure{},
-		State: whyState{PendingGenerations: st.PendingGenerations, PendingBytes: st.PendingBytes, Fragments: st.Fragments,
-			SmallFragments: st.SmallFragments, DeletedRatioHigh: st.DeletedRatioHigh, UncoveredByIndex: st.UncoveredByIndex, Drift: st.Drift,
-			PendingSidecars: st.PendingSidecars, Dropped: st.Dropped, Unreadable: st.Unreadable},
-		Policy: whyPolicy{Paused: r.Policy.Paused, MinGenerations: r.Policy.MinGenerations, CriticalGenerations: r.Policy.CriticalGenerations,
-			MaxAgeMS: r.Policy.MaxAge.Milliseconds(), MaxTurnWaitMS: r.Policy.MaxTurnWait.Milliseconds(), MinSmallFragments: r.Policy.MinSmallFragments,
-			MinUncovered: r.Policy.MinUncovered, MaxConsecutiveTurns: r.Policy.MaxConsecutiveTurns, MaxAttemptsBeforeHold: r.Policy.MaxAttemptsBeforeHold}}
-	if st.AgeKnown {
-		t := st.OldestPending.UTC()
-		out.State.OldestPending, out.State.OldestIsUpperBound = &t, !st.AgeExact
-	}
-	units := map[plan.Kind]plan.Unit{}
-	for _, u := range r.Units {
-		units[u.Kind] = u
-	}
-	skips := map[plan.Kind]plan.Skip{}
-	for _, sk := range r.Skips {
-		skips[sk.Kind] = sk
-	}
-	for _, k := range plan.Kinds {
-		wk := whyKind{Kind: string(k), Outcome: "placed"}
-		if sk, ok := skips[k]; ok {
-			wk.Outcome, wk.Detail = string(sk.Reason), sk.Detail
-			if !sk.RetryAt.IsZero() {
-				t := sk.RetryAt.UTC()
-				wk.RetryAt = &t
-			}
-		}
-		if u, ok := units[k]; ok {
-			wk.Class, wk.ClassReason = classNames[u.Class], u.Reason
-			if !math.IsInf(u.Score, 0) && !math.IsNaN(u.Score) {
-				sc := u.Score
-				wk.Score = &sc
-			}
-			if u.WaitKnown {
-				wk.WaitedMS = u.Waited.Milliseconds()
-			}
-		}
-		out.Kinds = append(out.Kinds, wk)
-	}
-	for _, k := range plan.Kinds {
-		if f, ok := r.Failures[string(k)]; ok {
-			out.Failures = append(out.Failures, whyFailure{Kind: string(k), Attempts: f.Attempts, Class: string(f.Class),
-				LastFailure: f.LastFailure.UTC(), LastError: f.LastError})
-		}
-	}
-	return out
 }

@@ -25,6 +25,7 @@
 package state
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -213,14 +214,23 @@ func (j policyJSON) policy() plan.Policy {
 // left out (they take the default).
 func EncodePolicy(p plan.Policy) []byte { b, _ := json.Marshal(toPolicyJSON(p)); return b }
 
-// DecodePolicy decodes EncodePolicy's form (unknown members are refused, so a typo in
-// a hand-written policy is an error, not a silent default).
+// DecodePolicy decodes a stored policy (ParsePolicy); an undecodable one is ErrCorrupt.
 func DecodePolicy(b []byte) (plan.Policy, error) {
+	p, err := ParsePolicy(b)
+	if err != nil {
+		return plan.Policy{}, fmt.Errorf("%w: policy: %v", ErrCorrupt, err)
+	}
+	return p, nil
+}
+
+// ParsePolicy parses EncodePolicy's form as a person writes it (a config file): unknown
+// members are refused, so a typo is an error, not a silent default.
+func ParsePolicy(b []byte) (plan.Policy, error) {
 	var j policyJSON
-	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&j); err != nil {
-		return plan.Policy{}, fmt.Errorf("%w: policy: %v", ErrCorrupt, err)
+		return plan.Policy{}, err
 	}
 	return j.policy(), nil
 }
