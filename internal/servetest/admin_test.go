@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,43 +23,6 @@ import (
 	"github.com/shale-db/shale/serve/plan"
 	"github.com/shale-db/shale/serve/state"
 )
-
-// source adapts a *serve.Server to admin.Source (package serve's report types mirror
-// admin's field for field).
-type source struct{ s *serve.Server }
-
-func (a source) Status(ctx context.Context) (admin.Status, error) {
-	st, err := a.s.Status(ctx)
-	if err != nil {
-		return admin.Status{}, err
-	}
-	b, err := json.Marshal(st)
-	if err != nil {
-		return admin.Status{}, err
-	}
-	var out admin.Status
-	return out, json.Unmarshal(b, &out)
-}
-
-func (a source) Table(ctx context.Context, name string) (admin.TableReport, error) {
-	r, err := a.s.Table(ctx, name)
-	if errors.Is(err, serve.ErrTableNotFound) {
-		return admin.TableReport{}, fmt.Errorf("%w: %w", admin.ErrNotFound, err)
-	}
-	if err != nil {
-		return admin.TableReport{}, err
-	}
-	out := admin.TableReport{Table: r.Table, State: r.State, Policy: r.Policy, Units: r.Units, Skips: r.Skips,
-		Next: r.Next, Reason: r.Reason, Failures: r.Failures}
-	for _, x := range r.Assignments {
-		out.Assignments = append(out.Assignments, admin.AssignmentInfo{ID: x.ID, Table: x.Table, Kind: x.Kind,
-			Executor: x.Executor, State: x.State, PlacedAt: x.PlacedAt, BoundAt: x.BoundAt, Progress: x.Progress,
-			ProgressAt: x.ProgressAt, Bytes: x.Bytes})
-	}
-	return out, nil
-}
-
-func (a source) Healthy(ctx context.Context) error { return a.s.Healthy(ctx) }
 
 // scrape reads the Prometheus text exposition at url: sample name with labels (as
 // written: client_golang sorts labels by name) to value.
@@ -194,7 +156,7 @@ func TestMetricsAndEndpointsMatchWhatHappened(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := admin.NewServer("127.0.0.1:0", source{s}, m, log)
+	srv, err := admin.NewServer("127.0.0.1:0", s, m, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,9 +248,9 @@ func TestMetricsAndEndpointsMatchWhatHappened(t *testing.T) {
 		if n := created[kind]; bound[kind] != n {
 			t.Errorf("%s: %d assignments created, %d bound", kind, n, bound[kind])
 		}
-		for _, ph := range []string{serve.PhaseBound, serve.PhaseSucceeded, serve.PhaseFailed, serve.PhaseCancelled, serve.PhaseStalled} {
+		for _, ph := range []string{admin.PhaseBound, admin.PhaseSucceeded, admin.PhaseFailed, admin.PhaseCancelled, admin.PhaseStalled} {
 			want := phases[kind+"/"+ph]
-			if ph == serve.PhaseBound {
+			if ph == admin.PhaseBound {
 				want = bound[kind]
 			}
 			if v := got[fmt.Sprintf(`shale_serve_executions_total{kind=%q,phase=%q}`, kind, ph)]; int(v) != want {

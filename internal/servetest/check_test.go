@@ -23,6 +23,7 @@ import (
 	"github.com/shale-db/shale/manifest/catalog"
 	"github.com/shale-db/shale/recovery"
 	"github.com/shale-db/shale/serve"
+	"github.com/shale-db/shale/serve/admin"
 	"github.com/shale-db/shale/serve/plan"
 	"github.com/shale-db/shale/store"
 	"github.com/shale-db/shale/verify"
@@ -285,7 +286,7 @@ type execution struct {
 	Table      string
 	Kind       plan.Kind
 	Start, End time.Time
-	Phase      string // serve.PhaseSucceeded, …; "" without an end
+	Phase      string // admin.PhaseSucceeded, …; "" without an end
 	Err        string
 }
 
@@ -318,7 +319,7 @@ func readExecutions(dir, name string, ended time.Time) ([]execution, []logEntry,
 			out[i].End, out[i].Err = e.Time, e.Err
 			out[i].Phase = e.Phase
 			if e.Msg == "serve: execution succeeded" {
-				out[i].Phase = serve.PhaseSucceeded
+				out[i].Phase = admin.PhaseSucceeded
 			}
 		}
 	}
@@ -354,7 +355,7 @@ func checkNoOverlap(t *testing.T, execs []execution) {
 
 // quiet reports whether nothing is left to do on table: no assignment, no pending
 // generation or sidecar, and a planning pass would place nothing.
-func quiet(ctx context.Context, db *engine.DB, table string) (serve.TableReport, bool) {
+func quiet(ctx context.Context, db *engine.DB, table string) (admin.TableReport, bool) {
 	rep, err := serve.Explain(ctx, db, table)
 	if err != nil {
 		return rep, false
@@ -364,7 +365,7 @@ func quiet(ctx context.Context, db *engine.DB, table string) (serve.TableReport,
 }
 
 // checkWithinPolicy checks a quiet table's picture against its policy.
-func checkWithinPolicy(t *testing.T, rep serve.TableReport) {
+func checkWithinPolicy(t *testing.T, rep admin.TableReport) {
 	t.Helper()
 	st, p := rep.State, rep.Policy
 	if st.PendingGenerations >= max(p.MinGenerations, 1) || st.SmallFragments >= p.MinSmallFragments ||

@@ -8,6 +8,7 @@ import (
 
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/serve"
+	"github.com/shale-db/shale/serve/admin"
 	"github.com/shale-db/shale/serve/plan"
 )
 
@@ -169,7 +170,7 @@ func TestServeBoundedRun(t *testing.T) {
 	w1.waitOK(t, time.Minute)
 	w2.waitOK(t, time.Minute)
 	quietStart := time.Now()
-	reps := map[string]serve.TableReport{}
+	reps := map[string]admin.TableReport{}
 	waitFor(t, 90*time.Second, "every table quiet", func() bool {
 		for _, tb := range tables {
 			rep, ok := quiet(ctx, e.db, tb)
@@ -224,7 +225,7 @@ func TestServeBoundedRun(t *testing.T) {
 	errs := map[string]int{}
 	for _, x := range execs {
 		phases[string(x.Kind)+"/"+x.Phase]++
-		if x.Phase == serve.PhaseSucceeded {
+		if x.Phase == admin.PhaseSucceeded {
 			done[x.Kind]++
 		} else if x.Err != "" {
 			errs[string(x.Kind)+": "+x.Err]++
@@ -260,7 +261,7 @@ func checkRecoveredAfter(t *testing.T, execs []execution, victim string, died ti
 	}
 	var recovered, again time.Time
 	for _, x := range execs {
-		if x.Table != dead.Table || x.Phase != serve.PhaseSucceeded || !x.Start.After(died) {
+		if x.Table != dead.Table || x.Phase != admin.PhaseSucceeded || !x.Start.After(died) {
 			continue
 		}
 		if x.Kind == plan.KindRecover && (recovered.IsZero() || x.End.Before(recovered)) {
@@ -268,7 +269,7 @@ func checkRecoveredAfter(t *testing.T, execs []execution, victim string, died ti
 		}
 	}
 	for _, x := range execs {
-		if x.Table == dead.Table && x.Kind == dead.Kind && x.Phase == serve.PhaseSucceeded && !recovered.IsZero() && x.Start.After(recovered) {
+		if x.Table == dead.Table && x.Kind == dead.Kind && x.Phase == admin.PhaseSucceeded && !recovered.IsZero() && x.Start.After(recovered) {
 			again = x.Start
 			break
 		}
