@@ -171,10 +171,20 @@ func TestMetricsAndEndpointsMatchWhatHappened(t *testing.T) {
 			s.Close(ctx)
 		}
 	}()
+	// Quiet as the parent's Explain and the server's own endpoint both see it.
 	waitFor(t, 60*time.Second, "the backlog merged and c compacted, both quiet", func() bool {
-		_, qw := quiet(ctx, e.db, "w")
-		rc, qc := quiet(ctx, e.db, "c")
-		return qw && qc && rc.State.Fragments < runPolicy.MinSmallFragments
+		for _, tb := range []string{"w", "c"} {
+			rep, ok := quiet(ctx, e.db, tb)
+			if !ok || rep.State.SmallFragments >= runPolicy.MinSmallFragments {
+				return false
+			}
+			var srvRep admin.TableReport
+			if code := getJSON(t, base+"/v1/tables/"+tb, &srvRep); code != http.StatusOK || srvRep.Next != "" ||
+				len(srvRep.Assignments) != 0 || srvRep.State.PendingGenerations != 0 {
+				return false
+			}
+		}
+		return true
 	})
 
 	// Status: one executor, this one, leading; nothing assigned.
