@@ -354,13 +354,16 @@ func checkNoOverlap(t *testing.T, execs []execution) {
 }
 
 // quiet reports whether nothing is left to do on table: no assignment, no pending
-// generation or sidecar, and a planning pass would place nothing.
+// generation or sidecar, and a planning pass would place nothing because there is no
+// work (or only tail work).
 func quiet(ctx context.Context, db *engine.DB, table string) (admin.TableReport, bool) {
 	rep, err := serve.Explain(ctx, db, table)
 	if err != nil {
 		return rep, false
 	}
-	return rep, rep.Next == "" && len(rep.Assignments) == 0 && rep.State.PendingGenerations == 0 &&
+	// Next "" for want of capacity elsewhere (no_capacity, a slot busy) is not quiet.
+	idle := rep.Reason == string(plan.SkipNoWork) || rep.Reason == string(plan.SkipBelowThreshold)
+	return rep, rep.Next == "" && idle && len(rep.Assignments) == 0 && rep.State.PendingGenerations == 0 &&
 		rep.State.PendingSidecars == 0 && rep.State.Drift == 0
 }
 
