@@ -26,8 +26,8 @@
 //     a different config: typed, clear errors and nothing changed in etcd.
 //
 // TestBadInput's CLI part builds the shale binary (skipped with -short).
-// TestKnownLostPlacementReplyCountedAsError is the repro of a known metrics gap, skipped
-// unless SHALE_KNOWN=1.
+// TestLostPlacementReplyIsDecidedByAssignmentID: a placement whose reply etcd lost is
+// decided by the assignment id in the slot, and counted as placed.
 //
 // Children are the test binary re-executed with SHALE_SERVETEST_CHILD set to their
 // configuration (JSON). Writers journal each append before it ("T") and each

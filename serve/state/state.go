@@ -560,8 +560,10 @@ type Guard struct {
 // (when not nil) as the table's write-turn history, in one transaction that requires
 // g's leader key and executor key unchanged and the slot free. It returns a with its
 // revisions filled in. Errors (wrapped, naming the table and kind): ErrNotLeader,
-// ErrExecutorGone, ErrSlotTaken; etcd errors (the outcome is then unknown: read the
-// slot to find out).
+// ErrExecutorGone, ErrSlotTaken; an etcd error (a lost reply, a timeout) is decided by
+// reading the slot for a's id: a found there is returned as placed, with no error; else
+// the error is returned (not applied when read; a request still in flight may land
+// later and is then bound by its executor like any assignment).
 func (s *State) Place(ctx context.Context, g Guard, a Assignment, history *plan.History) (Assignment, error) {
 	slotKey := s.keys.Assignment(a.Table, SlotOf(a.Kind))
 	execKey := s.keys.Executor(g.Executor.ID)
@@ -594,6 +596,11 @@ func (s *State) Place(ctx context.Context, g Guard, a Assignment, history *plan.
 		return a, fmt.Errorf("place %s on table %q: executor %s: %w", a.Kind, a.Table, g.Executor.ID, ErrExecutorGone)
 	}
 	if err != nil {
+		// The reply was lost or the request failed: the transaction may have been
+		// applied. Decide by the assignment's id, never by the error.
+		if got, ok := s.placedAs(context.WithoutCancel(ctx), slotKey, a); ok {
+			return got, nil
+		}
 		return a, fmt.Errorf("place %s on table %q: %w", a.Kind, a.Table, err)
 	}
 	if !resp.Succeeded {
@@ -610,6 +617,26 @@ func (s *State) Place(ctx context.Context, g Guard, a Assignment, history *plan.
 	}
 	a.CreateRevision, a.ModRevision, a.Lease = resp.Header.Revision, resp.Header.Revision, lease
 	return a, nil
+}
+
+// placedAs reads slotKey after a Place whose outcome is unknown: it reports the stored
+// assignment when the slot holds a's id (the transaction was applied), else false (it
+// was not applied by the time of the read; a request still in flight that lands later
+// is an assignment like any other, bound by its executor).
+func (s *State) placedAs(ctx context.Context, slotKey string, a Assignment) (Assignment, bool) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := s.cli.Get(ctx, slotKey)
+	if err != nil || len(resp.Kvs) == 0 {
+		return a, false
+	}
+	kv := resp.Kvs[0]
+	got, err := DecodeAssignment(kv.Value)
+	if err != nil || got.ID != a.ID {
+		return a, false
+	}
+	a.CreateRevision, a.ModRevision, a.Lease = kv.CreateRevision, kv.ModRevision, clientv3.LeaseID(kv.Lease)
+	return a, true
 }
 
 // update rewrites a's value (keeping its lease) if the key is still a's (same create

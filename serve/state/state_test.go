@@ -382,8 +382,9 @@ func TestReadPagesAtOneRevision(t *testing.T) {
 	}
 }
 
-// TestLostRepliesLeaveNoDoubleAssignment: a placement or release whose reply is lost
-// (applied by etcd, reported failed) and is then retried changes nothing twice: the
+// TestLostRepliesLeaveNoDoubleAssignment: a placement whose reply is lost (applied by
+// etcd, reported failed) is decided placed by reading its id back; a retry of it, or a
+// release whose reply is lost and is retried, changes nothing twice: the
 // slot holds exactly the first assignment, the ledger counts the failure once; a
 // placement never sent is simply placed by the retry.
 func TestLostRepliesLeaveNoDoubleAssignment(t *testing.T) {
@@ -398,8 +399,8 @@ func TestLostRepliesLeaveNoDoubleAssignment(t *testing.T) {
 	lost.Kind = faults.DropResponse
 	h := kv.Add(lost)
 	first := assignment("t1", plan.KindMergeWAL)
-	if _, err := fst.Place(ctx, e.guard(), first, nil); err == nil || h.Injected() != 1 {
-		t.Fatalf("placement with a lost reply: %v (%d injected)", err, h.Injected())
+	if got, err := fst.Place(ctx, e.guard(), first, nil); err != nil || h.Injected() != 1 || got.CreateRevision == 0 {
+		t.Fatalf("placement with a lost reply: %+v %v (%d injected), want it decided placed by its id", got, err, h.Injected())
 	}
 	retry := assignment("t1", plan.KindMergeWAL)
 	retry.ID = "retry"
