@@ -470,6 +470,11 @@ func (a *app) why(ctx context.Context, table string) error {
 	if a.jsonOut {
 		return a.printJSON(rep)
 	}
+	if rep.NoExecutors {
+		// Without an executor the reasons below (below_threshold, no_capacity) describe
+		// what a pass would decide, not what any process is doing.
+		a.printf("no shale serve process is running: nothing is placed until one starts (shale serve)\n")
+	}
 	if rep.Next != "" {
 		a.printf("%s: next: %s\n", table, rep.Next)
 	} else {
