@@ -163,6 +163,7 @@ func report(in plan.Input, out plan.Output, snap *state.Snapshot, table string) 
 	for k, f := range snap.Failures[table] {
 		r.Failures[string(k)] = f
 	}
+	r.NoExecutors = len(in.Executors) == 0
 	return r
 }
 

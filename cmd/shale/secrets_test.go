@@ -96,6 +96,8 @@ func TestCredentialsNeverPrintedByAnyCommand(t *testing.T) {
 		{"export", tbl, "--format", "csv"},
 		{"index", "create", tbl, "--column", "id"},
 		{"why", tbl},
+		{"serve", "policy", tbl, "--set", "min_generations=4"},
+		{"serve", "retry", tbl},
 		{"serve", "--once"},
 		{"drop", tbl},
 	}

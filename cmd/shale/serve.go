@@ -85,7 +85,7 @@ func (a *app) serveCommand() *cobra.Command {
 		Long:  serveLong,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usagef("unknown serve command %q (want status, or no argument to run)", args[0])
+				return usagef("unknown serve command %q (want status, policy, retry, or no argument to run)", args[0])
 			}
 			return nil
 		},
@@ -110,7 +110,7 @@ func (a *app) serveCommand() *cobra.Command {
 	fl.StringVar(&f.config, "config", "", "JSON file of settings (see above); flags override it")
 	fl.BoolVar(&f.replaceConfig, "replace-config", false, "overwrite the planner-wide settings stored in etcd with this process's")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", time.Minute, "on SIGTERM, how long running work may finish before it is handed back")
-	cmd.AddCommand(a.serveStatusCommand())
+	cmd.AddCommand(a.serveStatusCommand(), a.servePolicyCommand(), a.serveRetryCommand())
 	return cmd
 }
 
@@ -469,6 +469,11 @@ func (a *app) why(ctx context.Context, table string) error {
 	}
 	if a.jsonOut {
 		return a.printJSON(rep)
+	}
+	if rep.NoExecutors {
+		// Without an executor the reasons below (below_threshold, no_capacity) describe
+		// what a pass would decide, not what any process is doing.
+		a.printf("no shale serve process is running: nothing is placed until one starts (shale serve)\n")
 	}
 	if rep.Next != "" {
 		a.printf("%s: next: %s\n", table, rep.Next)

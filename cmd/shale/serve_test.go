@@ -45,6 +45,17 @@ func TestServeOnceMergesWALBacklog(t *testing.T) {
 	if why["reason"] != "below_threshold" {
 		t.Fatalf("why: reason %v: %v", why["reason"], why)
 	}
+	// ... and says first that no serve process runs, so the reason is not read as an
+	// executor's.
+	if why["no_executors"] != true {
+		t.Fatalf("why without a serve process: no_executors %v", why["no_executors"])
+	}
+	for _, args := range [][]string{{"why", tbl}, {"serve", "status", tbl}} {
+		lines := strings.Split(e.ok(args...), "\n")
+		if lines[0] != noServeLine || !strings.Contains(lines[1], "below_threshold") {
+			t.Fatalf("%v without a serve process:\n%s", args, strings.Join(lines, "\n"))
+		}
+	}
 	docs := jsonDocMembers(t)
 	checkDocumented(t, "why", why, docs["shale why TABLE"])
 
@@ -93,6 +104,9 @@ func TestServeOnceMergesWALBacklog(t *testing.T) {
 		"serve", "--once", "--pass-interval", "2s")
 	e.ok("serve", "--once", "--pass-interval", "2s", "--replace-config")
 }
+
+// noServeLine is why's first line when no shale serve process is live.
+const noServeLine = "no shale serve process is running: nothing is placed until one starts (shale serve)"
 
 func checkDocumented(t *testing.T, what string, obj map[string]any, members map[string]docMember) {
 	t.Helper()
@@ -217,6 +231,13 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("/healthz at %s: %d", st0.Executors[0].Addr, resp.StatusCode)
+	}
+	// With an executor live, why does not say none runs.
+	if out := e.ok("why", tbl); strings.Contains(out, noServeLine) {
+		t.Fatalf("why with a serve process running:\n%s", out)
+	}
+	if why := checkJSONObject(t, "why", e.ok("why", tbl, "--json")); why["no_executors"] != nil {
+		t.Fatalf("why with a serve process running: no_executors %v", why["no_executors"])
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -102,7 +102,7 @@ func (a AssignmentInfo) MarshalJSON() ([]byte, error) {
 // score — left out for a recovery unit, whose score is infinite: infinite_score is true
 // instead —, reason, waited_ms, wait_known, bytes, slots, promoted), skips[] (kind,
 // reason, detail, retry_at, unit), failures (by kind: attempts, class, last_failure,
-// last_error).
+// last_error), no_executors (only when true).
 type TableReport struct {
 	Table       string                  // the table's name
 	State       plan.TableState         // the planner's picture of the table
@@ -113,6 +113,7 @@ type TableReport struct {
 	Reason      string                  // when Next is "": the named reason (a plan.SkipReason: its first unit's skip in planning order, no_work when it has none); else ""
 	Assignments []AssignmentInfo        // the table's assignments in etcd
 	Failures    map[string]plan.Failure // the failure ledger, by kind
+	NoExecutors bool                    // no executor is live (no shale serve process is running): nothing is placed until one starts
 }
 
 // tableReportJSON is TableReport's JSON.
@@ -126,6 +127,7 @@ type tableReportJSON struct {
 	Reason      string                 `json:"reason,omitempty"`
 	Assignments []AssignmentInfo       `json:"assignments"`
 	Failures    map[string]failureJSON `json:"failures"`
+	NoExecutors bool                   `json:"no_executors,omitempty"`
 }
 
 // tableStateJSON is plan.TableState's JSON.
@@ -219,6 +221,7 @@ func (r TableReport) MarshalJSON() ([]byte, error) {
 		Reason:      r.Reason,
 		Assignments: nonNilSlice(r.Assignments),
 		Failures:    make(map[string]failureJSON, len(r.Failures)),
+		NoExecutors: r.NoExecutors,
 	}
 	for _, u := range r.Units {
 		w.Units = append(w.Units, toUnitJSON(u))
@@ -264,7 +267,7 @@ func (r *TableReport) UnmarshalJSON(b []byte) error {
 			MinSmallFragments:   w.Policy.MinSmallFragments, MinUncovered: w.Policy.MinUncovered,
 			MaxConsecutiveTurns: w.Policy.MaxConsecutiveTurns, MaxAttemptsBeforeHold: w.Policy.MaxAttemptsBeforeHold,
 		},
-		Next: w.Next, Reason: w.Reason, Assignments: w.Assignments,
+		Next: w.Next, Reason: w.Reason, Assignments: w.Assignments, NoExecutors: w.NoExecutors,
 	}
 	for _, uj := range w.Units {
 		u, err := fromUnitJSON(uj, w.Table)

@@ -247,8 +247,16 @@ func TestTableReportJSON(t *testing.T) {
 			t.Errorf("bare report %s lacks %s", b, want)
 		}
 	}
-	if strings.Contains(string(b), "null") || strings.Contains(string(b), `"next"`) {
+	if strings.Contains(string(b), "null") || strings.Contains(string(b), `"next"`) || strings.Contains(string(b), `"no_executors"`) {
 		t.Errorf("bare report %s", b)
+	}
+	// no_executors appears only when true, and decodes back.
+	b, err = json.Marshal(admin.TableReport{Table: "idle", NoExecutors: true})
+	if err != nil || !strings.Contains(string(b), `"no_executors":true`) {
+		t.Fatalf("report without executors: %s %v", b, err)
+	}
+	if err := json.Unmarshal(b, &back); err != nil || !back.NoExecutors || back.Table != "idle" {
+		t.Fatalf("report without executors decoded: %+v %v", back, err)
 	}
 	if err := json.Unmarshal([]byte(`{"table":"x","units":[{"kind":"compact","class":"nonsense"}]}`), &back); err == nil {
 		t.Error("a unit with an unknown class decoded")
