@@ -373,12 +373,14 @@ func (a *app) walAppend(ctx context.Context, path, table string, shard int, shar
 		return nil, err
 	}
 	if n == 0 {
-		cr, err := t.UpdateConfig(ctx, map[string]string{engine.ConfigWALShards: "1"}, nil)
+		enabled, cr, err := enableWAL(ctx, t)
 		if err != nil {
 			return nil, fmt.Errorf("table %q: enable the WAL (%s=1): %w", table, engine.ConfigWALShards, err)
 		}
-		res.EnabledWAL, res.ConfigVersion = true, cr.Version
-		fmt.Fprintf(a.stderr, "note: %s had no WAL: enabled one shard (%s=1, version %d)\n", table, engine.ConfigWALShards, cr.Version)
+		if enabled {
+			res.EnabledWAL, res.ConfigVersion = true, cr.Version
+			fmt.Fprintf(a.stderr, "note: %s had no WAL: enabled one shard (%s=1, version %d)\n", table, engine.ConfigWALShards, cr.Version)
+		}
 	}
 	w, err := t.WAL(ctx, shard)
 	if err != nil {
@@ -439,6 +441,40 @@ func (a *app) walAppend(ctx context.Context, path, table string, shard int, shar
 	res.elapsed = time.Since(start)
 	res.ElapsedMS, res.RowsPerS = res.elapsed.Milliseconds(), perSecond(res.Rows, res.elapsed)
 	return res, nil
+}
+
+// enableWALWait bounds how long enableWAL waits for a concurrent enabling of the WAL,
+// committed before ours, to be published.
+const enableWALWait = 10 * time.Second
+
+// enableWAL sets shale.wal.shards=1 on t, which has no WAL, idempotently under
+// concurrency: when another writer set the key meanwhile (a retryable conflict: the
+// engine leaves the decision to the caller), it refreshes t and, once the table has a
+// WAL (any shard count: shard 0 exists), goes on without setting it again (enabled
+// false). A conflict that persists without a WAL appearing is returned.
+func enableWAL(ctx context.Context, t *engine.Table) (enabled bool, cr engine.CommitResult, err error) {
+	deadline := time.Now().Add(enableWALWait)
+	for {
+		cr, err = t.UpdateConfig(ctx, map[string]string{engine.ConfigWALShards: "1"}, nil)
+		if err == nil {
+			return true, cr, nil
+		}
+		if !errors.Is(err, manifest.ErrRetryable) || time.Now().After(deadline) {
+			return false, cr, err
+		}
+		// The other writer's version is committed; its publish may lag by a moment.
+		if rerr := t.Refresh(ctx); rerr != nil {
+			return false, cr, errors.Join(err, rerr)
+		}
+		if engine.WALShards(t.Manifest().Config) > 0 {
+			return false, engine.CommitResult{}, nil
+		}
+		select { // a short pause before planning on the published version again
+		case <-ctx.Done():
+			return false, cr, err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // closeNote says what the closing flush after a failed append did.

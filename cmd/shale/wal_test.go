@@ -2,9 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 type walStatusJSON struct {
@@ -222,5 +225,60 @@ func TestWALAppendInterrupted(t *testing.T) {
 	e.ok("wal", "merge", tbl)
 	if out := e.ok("query", tbl, "--count"); !strings.HasPrefix(out, "196,609 rows") {
 		t.Fatalf("query --count after the next writer replayed the entry: %q", out)
+	}
+}
+
+// TestConcurrentFirstWALAppendsEnableTheWALIdempotently: three `shale wal append` on a
+// table without a WAL, held at the commit point of their enabling (SHALE_FAILPOINTS:
+// manifest.before_version_put blocks on a file) so that all three set
+// shale.wal.shards=1 on the same read version, then released together. One enabling
+// commits; the other two meet it as a retryable conflict on the same key, find the WAL
+// enabled and append without failing (before: "retryable conflict … both set
+// configuration keys [shale.wal.shards]").
+func TestConcurrentFirstWALAppendsEnableTheWALIdempotently(t *testing.T) {
+	e := sharedEnv(t)
+	tbl := e.table("walrace")
+	e.ok("create", tbl, "--schema", "id:int64")
+	records := e.txnRecords(tbl)
+	gate := filepath.Join(e.dir, "go")
+	const n = 3
+	done := make(chan result, n)
+	for i := range n {
+		in := e.file(fmt.Sprintf("rows%d.csv", i), fmt.Sprintf("id\n%d\n%d\n", 2*i, 2*i+1))
+		go func() {
+			done <- e.runEnv([]string{"SHALE_FAILPOINTS=manifest.before_version_put=block(" + gate + ")"}, "wal", "append", in, "--table", tbl)
+		}()
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for e.txnRecords(tbl) < records+n { // each has written its transaction record: it is at its commit point
+		if time.Now().After(deadline) {
+			t.Fatalf("the appends never all reached their commit point (%d records)", e.txnRecords(tbl))
+		}
+		time.Sleep(10 * time.Millisecond) // polling the store directory
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	enabled := 0
+	for range n {
+		r := <-done
+		if strings.Contains(r.stderr, "both set configuration keys") || strings.Contains(r.stderr, "enable the WAL") {
+			t.Fatalf("a concurrent first wal append failed enabling the WAL: %v", r)
+		}
+		// Opening the shard fences its current writer: an append may lose the shard to
+		// another (its acknowledged rows stay, the new writer flushes them). That is
+		// wal append's documented concurrency, not the enabling under test.
+		if r.code != 0 && !strings.Contains(r.stderr, "another writer opened WAL shard 0") {
+			t.Fatalf("wal append: %v", r)
+		}
+		if strings.Contains(r.stderr, "had no WAL: enabled one shard") {
+			enabled++
+		}
+	}
+	if enabled != 1 {
+		t.Fatalf("%d appends say they enabled the WAL, want 1", enabled)
+	}
+	if st := e.walStatus(tbl); len(st.Shards) != 1 {
+		t.Fatalf("wal status: %+v", st)
 	}
 }
