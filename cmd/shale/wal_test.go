@@ -39,7 +39,7 @@ func TestWALCommands(t *testing.T) {
 	e.fails(1, []string{"table has no WAL", "--shard 1"}, "wal", "append", in, "--table", tbl, "--shard", "1")
 	r := e.run("wal", "append", in, "--table", tbl)
 	if r.code != 0 || !strings.Contains(r.stdout, "Appended 3 rows to "+tbl+" through WAL shard 0 (writer epoch 1)") ||
-		!strings.Contains(r.stdout, "flushed through generation 1") || !strings.Contains(r.stdout, "shale wal merge "+tbl) ||
+		!strings.Contains(r.stdout, "flushed as generation 1,") || !strings.Contains(r.stdout, "shale wal merge "+tbl) ||
 		!strings.Contains(r.stderr, "had no WAL: enabled one shard (shale.wal.shards=1") {
 		t.Fatalf("wal append: %v", r)
 	}
@@ -280,5 +280,73 @@ func TestConcurrentFirstWALAppendsEnableTheWALIdempotently(t *testing.T) {
 	}
 	if st := e.walStatus(tbl); len(st.Shards) != 1 {
 		t.Fatalf("wal status: %+v", st)
+	}
+}
+
+// TestWALAppendTakenOverSaysWhereItsRowsAre: a wal append (A) whose closing flush is held
+// (wal.flush_files) loses its shard to a second append (B), held after fencing A
+// (wal.fenced), so that A's rows are flushed later by B's epoch, in generation 2. A,
+// released first, does not claim "flushed through generation 1" (the shard's sealed
+// generation, which does not hold its rows): it says they are not flushed yet and which
+// writer epoch flushes them; B then flushes them with its own in generation 2.
+func TestWALAppendTakenOverSaysWhereItsRowsAre(t *testing.T) {
+	e := sharedEnv(t)
+	tbl := e.table("waltake")
+	e.ok("create", tbl, "--schema", "id:int64")
+	if r := e.run("wal", "append", e.file("r0.csv", "id\n0\n"), "--table", tbl); r.code != 0 || !strings.Contains(r.stdout, "flushed as generation 1,") {
+		t.Fatalf("first wal append: %v", r)
+	}
+	gateA, gateB := filepath.Join(e.dir, "goA"), filepath.Join(e.dir, "goB")
+	doneA, doneB := make(chan result, 1), make(chan result, 1)
+	go func() {
+		doneA <- e.runEnv([]string{"SHALE_FAILPOINTS=wal.flush_files=block(" + gateA + ")"}, "wal", "append", e.file("a.csv", "id\n1\n2\n"), "--table", tbl, "--json")
+	}()
+	shardDir := filepath.Join(e.home, "store", tbl, "_wal", "0")
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Minute)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(20 * time.Millisecond) // polling the store directory
+		}
+	}
+	waitUntil("A's flush to write its generation's files", func() bool {
+		gens, _ := filepath.Glob(filepath.Join(shardDir, "gen-*"))
+		return len(gens) >= 2
+	})
+	go func() {
+		doneB <- e.runEnv([]string{"SHALE_FAILPOINTS=wal.fenced=block(" + gateB + ")"}, "wal", "append", e.file("b.csv", "id\n3\n"), "--table", tbl, "--json")
+	}()
+	waitUntil("B to take the shard over", func() bool {
+		st := e.walStatus(tbl)
+		return len(st.Shards) == 1 && st.Shards[0].Epoch == 3
+	})
+	if err := os.WriteFile(gateA, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rA := <-doneA
+	var a walAppendResult
+	if err := json.Unmarshal([]byte(rA.stdout), &a); rA.code != 0 || err != nil {
+		t.Fatalf("append A: %v (%v)", rA, err)
+	}
+	if a.Epoch != 2 || a.Rows != 2 || !a.Unflushed || a.ShardEpoch != 3 || a.LastGeneration != 0 {
+		t.Fatalf("append A reports %+v, want its 2 rows unflushed, the shard taken over by epoch 3", a)
+	}
+	if err := os.WriteFile(gateB, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rB := <-doneB
+	if rB.code != 0 {
+		t.Fatalf("append B: %v", rB)
+	}
+	st := e.walStatus(tbl)
+	if s := st.Shards[0]; s.Sealed != 2 || s.PendingGenerationRows != 4 || s.LogEntries != 0 {
+		t.Fatalf("wal status after both: %+v (want A's and B's rows in generation 2)", s)
+	}
+	// The sentence A would print, for the record of its wording.
+	if got := a.whereFlushed(); !strings.Contains(got, "not flushed yet: writer epoch 3, which took the shard over, flushes them") {
+		t.Fatalf("A's summary: %q", got)
 	}
 }
