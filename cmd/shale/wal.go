@@ -251,6 +251,7 @@ type walAppendResult struct {
 	// Sealed is the shard's sealed generation after the closing flush; Merged the merged
 	// watermark of the published version (the rows are merged once Merged reaches Sealed).
 	Sealed uint64 `json:"sealed"`
+	Merged uint64 `json:"merged"`
 	// FirstGeneration and LastGeneration are the generations holding the rows, as the
 	// shard's manifest showed after the closing flush, and FlushedByEpoch the writer epoch
 	// that flushed the last of them: another epoch's when a writer that took the shard
@@ -263,11 +264,10 @@ type walAppendResult struct {
 	Unflushed       bool   `json:"unflushed,omitempty"`
 	// ShardEpoch is the shard's writer epoch after the command (Epoch unless another
 	// writer took the shard over).
-	ShardEpoch uint64 `json:"shard_epoch"`
-	Merged    uint64  `json:"merged"`
-	ElapsedMS int64   `json:"elapsed_ms"`
-	RowsPerS  float64 `json:"rows_per_second"`
-	elapsed   time.Duration
+	ShardEpoch uint64  `json:"shard_epoch"`
+	ElapsedMS  int64   `json:"elapsed_ms"`
+	RowsPerS   float64 `json:"rows_per_second"`
+	elapsed    time.Duration
 }
 
 func (a *app) walAppendCommand() *cobra.Command {
