@@ -63,7 +63,11 @@ Formats (from the extension, or --format): parquet (.parquet), arrow (.arrow, .f
 .ipc: Arrow IPC file or stream), csv (.csv), tsv (.tsv), jsonl (.jsonl, .ndjson, .json:
 one object per line). CSV and JSON Lines column types are inferred from the first ` + fmt.Sprint(sampleRows) + `
 rows (int64, float64, bool, date32, timestamp[us], string) when the table is new; an
-existing table's column types are used otherwise.
+existing table's column types are used otherwise. Integers are never inferred as float64
+when that would lose digits: a CSV column holding an integer outside int64's range
+(-9223372036854775808 to 9223372036854775807) is typed string, keeping every digit, and
+such a JSON number is refused, naming its line and key (quote it to import it as a
+string).
 
 A missing table is created with the file's schema; an existing one gets the rows
 appended (the file must have the table's columns and types, else nothing is committed).
