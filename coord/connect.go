@@ -52,6 +52,12 @@ type Config struct {
 	// after Close returns. (With the embedded default the Client replaces an exited
 	// background server whether or not Notify is set.) Messages never carry credentials.
 	Notify func(msg string)
+	// SlowAfter is how long a request to etcd (a get, put, delete, transaction, lease grant
+	// or revoke) may go on without an answer before Notify is told, once per wait, what it
+	// waits for (a server that is stopped or overloaded keeps its connection "ready", so
+	// nothing else would say it). Default 10 s. Only with Notify set; it never changes what
+	// a request returns.
+	SlowAfter time.Duration
 	// Username and Password authenticate to a cluster with etcd authentication enabled
 	// (ignored by a cluster without it). User info in an endpoint
 	// (http://user:password@host:2379) sets them when Username is empty; it is removed
@@ -134,6 +140,7 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 		c := &Client{cli: cli, endpoints: eps}
 		if cfg.Notify != nil {
 			c.watch = newWatcher(cli, cfg, nil, eps, 0) // eps: without user info
+			c.reportSlow(cfg)
 		}
 		return c, nil
 	}
@@ -183,7 +190,21 @@ func connectShared(ctx context.Context, l layout, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c.watch = newWatcher(cli, cfg, &l, info.Endpoints, info.PID)
+	if cfg.Notify != nil {
+		c.reportSlow(cfg)
+	}
 	return c, nil
+}
+
+// reportSlow makes the client's requests tell cfg.Notify when they are slow (see
+// Config.SlowAfter); the notice names the server the watcher follows.
+func (c *Client) reportSlow(cfg Config) {
+	after := cfg.SlowAfter
+	if after <= 0 {
+		after = defaultSlowAfter
+	}
+	r := &slowReporter{after: after, notify: cfg.Notify, where: c.watch.describe}
+	r.wrap(c.cli)
 }
 
 // ensureServer runs under start.lock: it dials the running server if it answers, else

@@ -100,6 +100,7 @@ func (w *watcher) checkServer() {
 	w.mu.Unlock()
 	if info, ok := readEndpoint(*w.l); ok && !slices.Equal(info.Endpoints, eps) && !processGone(info.PID) {
 		w.use(info)
+		w.reconnected()
 		w.notify("etcd: the background etcd server of %s was restarted (pid %d); reconnected to %s", w.l.root, info.PID, strings.Join(info.Endpoints, ","))
 		return
 	}
@@ -122,6 +123,7 @@ func (w *watcher) checkServer() {
 	}
 	w.failures, w.retryAt = 0, time.Time{}
 	w.use(info)
+	w.reconnected()
 	w.notify("etcd: reconnected to the new etcd server of %s (pid %d, %s)", w.l.root, info.PID, strings.Join(info.Endpoints, ","))
 }
 
@@ -167,6 +169,14 @@ func (w *watcher) restart() (endpointInfo, error) {
 	return info, nil
 }
 
+// reconnected starts the connection's account afresh after the client moved to a new
+// server (the move was just said): the wait for the old server is over, so neither a
+// "no connection" notice counted from before the move nor a "connected again" one follows
+// "reconnected"; if the new server is not ready a second from now, that is said then.
+func (w *watcher) reconnected() {
+	w.downSince, w.told = time.Time{}, time.Time{}
+}
+
 func (w *watcher) use(info endpointInfo) {
 	w.mu.Lock()
 	w.eps, w.pid = info.Endpoints, info.PID
@@ -202,6 +212,21 @@ func (w *watcher) checkConn(now time.Time) {
 		what = "the background etcd server of " + w.l.root + " (" + strings.Join(w.endpoints(), ",") + ")"
 	}
 	w.notify("etcd: waiting for %s: no connection for %s (%s)", what, down.Round(time.Second), strings.ToLower(state))
+}
+
+// describe names the server the client uses, for a notice: the state directory's
+// background server (its pid and endpoints) or the cluster's endpoints.
+func (w *watcher) describe() string {
+	w.mu.Lock()
+	eps, pid := strings.Join(w.eps, ","), w.pid
+	w.mu.Unlock()
+	if w.l == nil {
+		return "etcd at " + eps
+	}
+	if pid > 0 {
+		return fmt.Sprintf("the background etcd server of %s, pid %d, %s", w.l.root, pid, eps)
+	}
+	return fmt.Sprintf("the background etcd server of %s, %s", w.l.root, eps)
 }
 
 // processGone reports whether no process has pid.

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 
 	"github.com/shale-db/shale/manifest"
 )
@@ -13,8 +12,11 @@ import (
 // version and never will be; the caller may delete them at once (garbage collection
 // otherwise fences and deletes them later). A write interrupted by its context ending is
 // one. It unwraps to the write's error, so errors.Is, errors.As and OutcomeOf see
-// through it, and its text is that error's. Writes whose version landed in a table
-// dropped meanwhile (ErrTableDropped) are not wrapped: a version names their files.
+// through it, and its text is that error's. A write the table's drop met
+// (ErrTableDropped) is one too: its transaction met the drop marker, which fences it, or
+// its version landed in the dropped incarnation, below the marker, where no version is
+// ever published or read again (that dead version names the files; garbage collection
+// deletes it).
 type WriteError struct {
 	// Table is the table written.
 	Table string
@@ -34,7 +36,7 @@ func (e *WriteError) Unwrap() error { return e.Err }
 // Overwrite): a Rejected outcome is returned as a *WriteError naming txn.
 func (t *Table) settleWrite(ctx context.Context, txn manifest.Transaction, res CommitResult, err error) (CommitResult, error) {
 	res, err = t.settleKeyed(ctx, txn, res, err)
-	if err == nil || OutcomeOf(err) != Rejected || errors.Is(err, ErrTableDropped) {
+	if err == nil || OutcomeOf(err) != Rejected {
 		return res, err
 	}
 	return res, &WriteError{Table: t.name, Txn: txn, Err: err}

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // Manifest describes a table at one version. It is immutable once committed.
@@ -241,8 +242,16 @@ type ObjectError struct {
 	Err     error  // the class (one of the sentinels above), wrapped with detail
 }
 
-// Error names the table, the version when set, the key and the cause.
+// Error names the table, the version when set, the key and the cause. A key under the
+// table's own prefix (<table>/...) names the table already, so the table is not named
+// twice.
 func (e *ObjectError) Error() string {
+	if strings.HasPrefix(e.Key, e.Table+"/") {
+		if e.Version == 0 {
+			return fmt.Sprintf("object %s: %v", e.Key, e.Err)
+		}
+		return fmt.Sprintf("version %d, object %s: %v", e.Version, e.Key, e.Err)
+	}
 	if e.Version == 0 {
 		return fmt.Sprintf("table %q, object %s: %v", e.Table, e.Key, e.Err)
 	}

@@ -41,7 +41,7 @@ func ValidateTableName(name string) error {
 		case r == 0:
 			return bad("contains a NUL byte")
 		default:
-			return bad(fmt.Sprintf("contains %q (allowed: letters, digits, '_', '-', '.')", r))
+			return bad(fmt.Sprintf("contains %q (allowed: ASCII letters, digits, '_', '-', '.')", r))
 		}
 	}
 	return nil

@@ -126,7 +126,15 @@ func (r *Report) Err() error {
 			keys[f.Key] = true
 		}
 	}
-	return fmt.Errorf("%w: %d fault(s) in %d object(s)", ErrFaults, len(r.Faults), len(keys))
+	return fmt.Errorf("%w: %s in %s", ErrFaults, countOf(len(r.Faults), "fault"), countOf(len(keys), "object"))
+}
+
+// countOf is "1 fault", "2 faults".
+func countOf(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func (r *Report) fault(table string, v uint64, key, problem string, err error) {

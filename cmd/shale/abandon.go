@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/shale-db/shale/engine"
@@ -98,12 +100,55 @@ func (a *app) abandonImport(ctx context.Context, db *engine.DB, t *engine.Table,
 		}
 		out.fence = v
 	}
-	n, derr := deletePrefix(ctx, db, manifest.TxnDataDir(table, txn.ID)+"/")
-	out.files = n
-	if derr != nil {
-		out.kept = fmt.Sprintf("deleting its files failed (gc deletes them later): %v", derr)
-	}
+	out.files, out.kept = deleteWritten(ctx, db, table, txn.ID)
 	return out
+}
+
+// deleteWritten deletes what transaction txnID of table, decided never to commit
+// (Rejected, or fenced), wrote: its data files, all under manifest.TxnDataDir, and the
+// records of its commit attempts that no version names (an attempt's record stays when
+// its version is the transaction's own, a version of a dropped incarnation: garbage
+// collection deletes it with that version). It returns the number of data files deleted
+// and, when something could not be deleted, why ("" otherwise).
+func deleteWritten(ctx context.Context, db *engine.DB, table, txnID string) (files int, kept string) {
+	n, err := deletePrefix(ctx, db, manifest.TxnDataDir(table, txnID)+"/")
+	if err == nil {
+		err = deleteAttemptRecords(ctx, db, table, txnID)
+	}
+	if err != nil {
+		return n, fmt.Sprintf("deleting its files failed (gc deletes them later): %v", err)
+	}
+	return n, ""
+}
+
+// deleteAttemptRecords deletes the transaction records (<table>/_txn/<N>-<id>.txn) of
+// txnID whose version N holds another transaction's manifest or none.
+func deleteAttemptRecords(ctx context.Context, db *engine.DB, table, txnID string) error {
+	objs, err := db.Store().List(ctx, manifest.TxnDir(table), 0)
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		if id, ok := manifest.KeyTxn(table, o.Key); !ok || id != txnID {
+			continue
+		}
+		n, _, _ := strings.Cut(strings.TrimPrefix(o.Key, manifest.TxnDir(table)), "-")
+		v, err := strconv.ParseUint(n, 10, 64)
+		if err != nil {
+			continue // not a record's name: leave it to gc
+		}
+		rec, err := manifest.LoadRecord(ctx, db.Store(), table, v)
+		switch {
+		case err == nil && rec.TxnID == txnID:
+			continue // its own version names it
+		case err != nil && !errors.Is(err, manifest.ErrVersionNotFound):
+			return err
+		}
+		if err := db.Store().Delete(ctx, o.Key); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // decideAbandoned decides the outcome of transaction txn of table, whose commit was in

@@ -225,9 +225,10 @@ func (a *app) etcdEndpoints() []string {
 }
 
 // coordConfig is how commands connect to etcd: --etcd, or the embedded default of the
-// state directory; what the connection waits for is said on stderr.
+// state directory; what the connection waits for is said on stderr, and so is an etcd
+// request that goes on for SHALE_STORE_SLOW (default 10 s) without an answer.
 func (a *app) coordConfig() coord.Config {
-	return coord.Config{Endpoints: a.etcdEndpoints(), StateDir: a.home, Notify: func(msg string) {
+	return coord.Config{Endpoints: a.etcdEndpoints(), StateDir: a.home, SlowAfter: slowAfter(), Notify: func(msg string) {
 		fmt.Fprintf(a.stderr, "shale: %s\n", msg)
 	}}
 }
@@ -274,15 +275,23 @@ func (a *app) open(ctx context.Context) (*engine.DB, error) {
 	return db, nil
 }
 
-// envStoreSlow sets how long a store request may go on before a command says it waits for
-// it (a Go duration; default 10s).
+// envStoreSlow sets how long a store or etcd request may go on before a command says it
+// waits for it (a Go duration; default 10s).
 const envStoreSlow = "SHALE_STORE_SLOW"
+
+// slowAfter is $SHALE_STORE_SLOW, or 0 (the default) when unset or not a positive duration.
+func slowAfter() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(envStoreSlow)); err == nil && d > 0 {
+		return d
+	}
+	return 0
+}
 
 // storeOptions adds to o what every command's store does: a request of an S3 or GCS store
 // that goes on without an answer is said on stderr (a server that accepts connections
 // and never answers would otherwise hang the command without a word; Ctrl-C ends it).
 func (a *app) storeOptions(o store.Options) store.Options {
-	if d, err := time.ParseDuration(os.Getenv(envStoreSlow)); err == nil && d > 0 {
+	if d := slowAfter(); d > 0 {
 		o.SlowAfter = d
 	}
 	o.Slow = func(r store.SlowRequest) {

@@ -41,7 +41,7 @@ func TestBadInputsFailCleanly(t *testing.T) {
 	t.Run("unsupported format", func(t *testing.T) {
 		e := &env{t: t, home: e.home, dir: e.dir}
 		xls := e.file("sheet.xlsx", "PK\x03\x04 not a spreadsheet reader")
-		e.fails(1, []string{"unsupported input format", `".xlsx"`, "sheet.xlsx"}, "import", xls, "--table", tbl)
+		e.fails(2, []string{"unsupported input format", `".xlsx"`, "sheet.xlsx"}, "import", xls, "--table", tbl)
 		e.unchanged(tbl, m, v)
 		// A file that is not what its extension says: nothing is created.
 		fake := e.file("fake.parquet", "id,name\n1,a\n")

@@ -80,3 +80,63 @@ func TestDropHelpSaysWhatItDoes(t *testing.T) {
 		t.Errorf("drop --help still asks to stop writers first:\n%s", out)
 	}
 }
+
+// TestImportFailedByDropDeletesWhatItWrote: an import held before its transaction
+// record is written (manifest.before_txn_put) while `shale drop` drops its table fails
+// saying so, and leaves nothing of its own behind: neither its data directory nor its
+// transaction record (written after the drop's listing, which the drop therefore missed),
+// as `import --help` promises of a failed import whose outcome is decided.
+func TestImportFailedByDropDeletesWhatItWrote(t *testing.T) {
+	e := sharedEnv(t)
+	tbl := e.table("dropclean")
+	e.ok("import", e.file("a.csv", "a,b\n1,x\n2,y\n"), "--table", tbl)
+	dataDir := filepath.Join(e.home, "store", tbl, "data")
+	txnDirs := func() map[string]bool {
+		ents, err := os.ReadDir(dataDir)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		m := map[string]bool{}
+		for _, ent := range ents {
+			m[ent.Name()] = true
+		}
+		return m
+	}
+	before := txnDirs()
+	gate := filepath.Join(e.dir, "go")
+	done := make(chan result, 1)
+	go func() {
+		done <- e.runEnv([]string{"SHALE_FAILPOINTS=manifest.before_txn_put=block(" + gate + ")"}, "import", e.file("late.csv", "a,b\n3,z\n4,w\n"), "--table", tbl)
+	}()
+	var txnID string
+	deadline := time.Now().Add(60 * time.Second)
+	for txnID == "" { // its data directory: it wrote its files and waits at its commit
+		for id := range txnDirs() {
+			if !before[id] {
+				txnID = id
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the import never wrote its data files")
+		}
+		time.Sleep(10 * time.Millisecond) // polling the store directory
+	}
+	e.ok("drop", tbl)
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.code != 1 || !strings.Contains(r.stderr, "was dropped while this import ran") || strings.Contains(r.stderr, "left for gc") {
+		t.Fatalf("import racing the drop: %v", r)
+	}
+	if files, _ := filepath.Glob(filepath.Join(dataDir, txnID, "*")); len(files) != 0 {
+		t.Fatalf("the import's data files are still there: %v\n%v", files, r)
+	}
+	recs, err := filepath.Glob(filepath.Join(e.home, "store", tbl, "_txn", "*-"+txnID+".txn"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 0 {
+		t.Fatalf("the import's transaction records are still there: %v\n%v", recs, r)
+	}
+}

@@ -95,6 +95,12 @@ func TestEtcdKilledDuringCommandReconnects(t *testing.T) {
 			t.Fatalf("stderr lacks %q:\n%s", w, errb.String())
 		}
 	}
+	// The wait for the dead server ended with "reconnected": no stale "no connection"
+	// notice about it follows.
+	s := errb.String()
+	if after := s[strings.Index(s, "reconnected to the new etcd server"):]; strings.Contains(after, "no connection for") {
+		t.Fatalf("a stale notice follows the reconnection:\n%s", s)
+	}
 	if !strings.Contains(out.String(), "Appended 2 rows to "+tbl) {
 		t.Fatalf("stdout: %s", out.String())
 	}
@@ -183,5 +189,100 @@ func TestEtcdStoppedSaysItWaitsForTheRunningServerToAnswer(t *testing.T) {
 	case <-time.After(time.Minute):
 		cmd.Process.Kill()
 		t.Fatalf("versions did not finish within a minute of SIGCONT:\n%s", errb.String())
+	}
+}
+
+// TestEtcdStoppedMidCommandSaysWhatRequestItWaitsFor: the state directory's etcd server
+// is stopped (SIGSTOP: its connections stay open, it answers nothing) between an
+// import's commit and its publish. Once the publish has gone on for SHALE_STORE_SLOW
+// without an answer, the import says on stderr, once, that it waits for that etcd
+// transaction and for which server; continued (SIGCONT), the import publishes and
+// succeeds as it would have.
+func TestEtcdStoppedMidCommandSaysWhatRequestItWaitsFor(t *testing.T) {
+	e := freshEnv(t)
+	tbl := e.table("etcdslow")
+	e.ok("create", tbl, "--schema", "a:int64")
+	release := filepath.Join(e.dir, "release")
+	cmd := exec.Command(shaleBin, "import", e.file("a.csv", "a\n1\n2\n"), "--table", tbl)
+	cmd.Dir = e.dir
+	cmd.Env = append(os.Environ(), "SHALE_HOME="+e.home, "SHALE_ETCD_IDLE=20s", "SHALE_STORE_SLOW=1s",
+		"SHALE_FAILPOINTS=engine.before_publish=block("+release+")")
+	var out bytes.Buffer
+	var errb lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	finished := false
+	defer func() {
+		if !finished {
+			cmd.Process.Kill()
+			<-done
+		}
+	}()
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for !cond() {
+			select {
+			case err := <-done:
+				finished = true
+				t.Fatalf("import ended while waiting for %s: %v\nstderr:\n%s", what, err, errb.String())
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s; import stderr:\n%s", what, errb.String())
+			}
+			time.Sleep(20 * time.Millisecond) // polling the state directory and the import's stderr
+		}
+	}
+	waitUntil("the import's commit", func() bool { return e.manifests(tbl) == 2 })
+	pid := e.endpointPID()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	continued := false
+	defer func() {
+		if !continued {
+			syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}()
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil("a notice about the publish", func() bool { return strings.Contains(errb.String(), "no answer after") })
+	// Let the wait go on a few more periods: the notice is said once per wait.
+	time.Sleep(3 * time.Second) // the behaviour under test is what is NOT printed meanwhile
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	continued = true
+	select {
+	case err := <-done:
+		finished = true
+		if err != nil {
+			t.Fatalf("import after SIGCONT: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errb.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("import still running a minute after SIGCONT; stderr:\n%s", errb.String())
+	}
+	s := errb.String()
+	t.Logf("stderr:\n%s", s)
+	want := fmt.Sprintf("shale: etcd: waiting for transaction on %q", "")
+	want = want[:len(want)-2] // the key follows
+	if !strings.Contains(s, want) || !strings.Contains(s, fmt.Sprintf("(the background etcd server of %s, pid %d, http://127.0.0.1:", e.home, pid)) ||
+		!strings.Contains(s, "Ctrl-C stops)") {
+		t.Fatalf("stderr does not say which etcd request waits for which server:\n%s", s)
+	}
+	if n := strings.Count(s, "no answer after"); n != 1 {
+		t.Fatalf("%d notices for one wait:\n%s", n, s)
+	}
+	if !strings.Contains(out.String(), "Appended 2 rows to "+tbl) {
+		t.Fatalf("stdout: %s", out.String())
+	}
+	if row, _ := e.statusOf(tbl); row.Published != 2 || row.State != "in sync" {
+		t.Fatalf("status after the import: %+v", row)
 	}
 }

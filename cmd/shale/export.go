@@ -135,6 +135,9 @@ func exportFormatOf(name string) string {
 // = stdout) in format.
 func (a *app) export(ctx context.Context, name string, v *uint64, opts engine.ScanOptions, format, out string) (*exportResult, error) {
 	start := time.Now()
+	if st, err := os.Stat(out); out != "" && err == nil && st.IsDir() {
+		return nil, fmt.Errorf("export to %s: it is a directory (-o names the file to write)", out)
+	}
 	t, err := a.tableAt(ctx, name, v)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -89,6 +90,12 @@ recovery step's results are under "outcomes", as in shale recover --json.`,
 			if table != "" {
 				if _, err := manifest.Head(cmd.Context(), db.Store(), table); err != nil {
 					return err // an unknown table is an error, as for verify and compact
+				}
+				// A dropped table is one too, saying so (its HEAD is a drop marker); a
+				// HEAD that cannot be read is gc's to report.
+				if rec, err := manifest.HeadRecord(cmd.Context(), db.Store(), table); err == nil && rec.Manifest != nil && rec.Manifest.Dropped() {
+					return fmt.Errorf("%w (shale gc without TABLE deletes what dropped tables left)",
+						&manifest.DroppedError{Table: table, Version: rec.Manifest.Version})
 				}
 			}
 			rep, gerr := gc.Run(cmd.Context(), db.Store(), db.Catalog(), table, p)

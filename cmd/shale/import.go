@@ -63,7 +63,11 @@ Formats (from the extension, or --format): parquet (.parquet), arrow (.arrow, .f
 .ipc: Arrow IPC file or stream), csv (.csv), tsv (.tsv), jsonl (.jsonl, .ndjson, .json:
 one object per line). CSV and JSON Lines column types are inferred from the first ` + fmt.Sprint(sampleRows) + `
 rows (int64, float64, bool, date32, timestamp[us], string) when the table is new; an
-existing table's column types are used otherwise.
+existing table's column types are used otherwise. Integers are never inferred as float64
+when that would lose digits: a CSV column holding an integer outside int64's range
+(-9223372036854775808 to 9223372036854775807) is typed string, keeping every digit, and
+such a JSON number is refused, naming its line and key (quote it to import it as a
+string).
 
 A missing table is created with the file's schema; an existing one gets the rows
 appended (the file must have the table's columns and types, else nothing is committed).
@@ -83,9 +87,12 @@ a temporary file in $TMPDIR (as large as the input), removed when the import end
 Standard input has no content to derive an idempotency key from before it is read: such
 an import is idempotent only with --idempotency-key.
 
-An import that fails, or is interrupted (Ctrl-C), deletes the data files it wrote, and
-drops the table again if it created it and no other writer wrote to it meanwhile. (A
-second Ctrl-C stops at once and leaves them to 'shale gc'.)`,
+An import that fails, or is interrupted (Ctrl-C), deletes the data files and transaction
+records it wrote (also when the table was dropped meanwhile), and drops the table again
+if it created it and no other writer wrote to it meanwhile. Only when whether it
+committed is undecided (the error says so) are they kept: running the same import again
+commits it at most once, and 'shale gc' deletes what never commits. (A second Ctrl-C
+stops at once and leaves them to 'shale gc'.)`,
 		Example: `  shale import flights.parquet
   shale import trips-2024.csv --table trips
   shale import events.log --format jsonl --table events
@@ -276,8 +283,25 @@ func (a *app) importFile(ctx context.Context, path, table string, opts importOpt
 		switch {
 		case errors.Is(err, engine.ErrTableDropped):
 			// Whether the write met the drop marker or landed in a version number the
-			// drop freed, its rows are in no table: never "committed".
-			return nil, droppedWhile(err, table, "import", fmt.Sprintf("none of the %s is in any table; import again to create the table anew", plural(rdr.rows, "row")))
+			// drop freed, its rows are in no table: never "committed". The drop decided
+			// that (Rejected, an *engine.WriteError): delete what the import wrote that
+			// the drop's own listing missed.
+			what := fmt.Sprintf("none of the %s is in any table; import again to create the table anew", plural(rdr.rows, "row"))
+			var we *engine.WriteError
+			if errors.As(err, &we) {
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+				files, kept := deleteWritten(cctx, db, table, we.Txn.ID)
+				cancel()
+				switch {
+				case kept != "":
+					what += "; its files were left for gc: " + kept
+				case files == 1:
+					what += "; the data file it had written meanwhile was deleted"
+				case files > 1:
+					what += fmt.Sprintf("; the %s data files it had written meanwhile were deleted", thousands(int64(files)))
+				}
+			}
+			return nil, droppedWhile(err, table, "import", what)
 		case errors.As(err, &ue) && ue.Committed:
 			err = fmt.Errorf("%w (the %s committed as version %d of %q but not published yet: the next write to the table, or shale repair, publishes them; do not import them again)", err, plural(rdr.rows, "row"), ue.Version, table)
 			if interrupted {

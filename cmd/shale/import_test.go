@@ -381,3 +381,25 @@ func TestCSVTypeErrorNamesLineColumnAndType(t *testing.T) {
 		t.Fatalf("failed appends committed versions: %+v", vs)
 	}
 }
+
+// TestImportIntegerBeyondInt64KeepsItsDigits: a CSV column holding an integer one past
+// int64's maximum is inferred as string, so 9223372036854775808 comes back digit for digit
+// (before: float64, 9.223372036854776e+18), and its neighbour with fractions and a huge
+// integer too; a JSON Lines number beyond int64 is refused, naming its line and key.
+func TestImportIntegerBeyondInt64KeepsItsDigits(t *testing.T) {
+	e := sharedEnv(t)
+	tbl := e.table("bigint")
+	e.ok("import", e.file("big.csv", "a,b,c\n1,1.5,7\n9223372036854775808,-99999999999999999999,-9223372036854775808\n"), "--table", tbl)
+	want := []string{"a utf8", "b utf8", "c int64"}
+	if got := e.schemaOf(tbl); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("inferred schema %v, want %v", got, want)
+	}
+	if out := e.ok("query", tbl, "--format", "csv"); out != "a,b,c\n1,1.5,7\n9223372036854775808,-99999999999999999999,-9223372036854775808\n" {
+		t.Fatalf("query: %q", out)
+	}
+	r := e.fails(1, []string{"key \"a\"", "line 2", "9223372036854775808", "does not fit in int64"},
+		"import", e.file("big.jsonl", "{\"a\": 1}\n{\"a\": 9223372036854775808}\n"), "--table", e.table("bigjson"))
+	if strings.Contains(r.stderr, "e+18") {
+		t.Fatalf("stderr: %s", r.stderr)
+	}
+}

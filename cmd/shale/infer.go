@@ -33,9 +33,14 @@ func (g *colGuess) observeText(v string) {
 		return
 	}
 	g.seen = true
-	if g.isInt {
+	if g.isInt || g.isFloat {
 		if _, err := strconv.ParseInt(v, 10, 64); err != nil {
 			g.isInt = false
+			if errors.Is(err, strconv.ErrRange) {
+				// An integer beyond int64: float64 would keep only its first 15-17
+				// digits. Only a string keeps it.
+				g.isFloat = false
+			}
 		}
 	}
 	if g.isFloat {
@@ -169,6 +174,9 @@ type jsonGuess struct {
 	fractional  bool      // some number had a fraction, exponent or did not fit int64
 	bools       bool      // some value was true/false
 	firstNested int       // line of the first object/array value (0 = none)
+	// overflow is the first integer beyond int64's range, on line overflowLine.
+	overflow     string
+	overflowLine int
 }
 
 // inferJSONLSchema reads up to n objects (one per line) and types each key, in order of
@@ -257,6 +265,9 @@ func (g *jsonGuess) observe(v json.RawMessage, line int) {
 		g.numbers = true
 		if _, err := strconv.ParseInt(string(v), 10, 64); err != nil {
 			g.fractional = true
+			if errors.Is(err, strconv.ErrRange) && g.overflow == "" {
+				g.overflow, g.overflowLine = string(v), line
+			}
 		}
 	}
 }
@@ -271,6 +282,8 @@ func (g *jsonGuess) typ() (arrow.DataType, error) {
 	switch {
 	case kinds > 1:
 		return nil, errors.New("values of mixed JSON types (numbers, strings, booleans)")
+	case g.overflow != "":
+		return nil, fmt.Errorf("line %d: integer %s does not fit in int64, and float64 would lose its digits (quote the numbers to import them as strings)", g.overflowLine, g.overflow)
 	case g.numbers && g.fractional:
 		return arrow.PrimitiveTypes.Float64, nil
 	case g.numbers:

@@ -68,10 +68,11 @@ func formatFromName(path string) (string, error) {
 	if f, ok := normalizeFormat(ext); ok && ext != "" {
 		return f, nil
 	}
+	// A usage error (exit status 2): the command line does not say the format.
 	if ext == "" {
-		return "", fmt.Errorf("%w: %s has no extension; pass --format (%s)", ErrUnsupportedFormat, path, formatList)
+		return "", &usageError{fmt.Errorf("%w: %s has no extension; pass --format (%s)", ErrUnsupportedFormat, path, formatList)}
 	}
-	return "", fmt.Errorf("%w: %q (file %s); supported: %s, or pass --format", ErrUnsupportedFormat, ext, path, formatList)
+	return "", &usageError{fmt.Errorf("%w: %q (file %s); supported: %s, or pass --format", ErrUnsupportedFormat, ext, path, formatList)}
 }
 
 // source is an open input file streamed as record batches.

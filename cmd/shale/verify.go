@@ -103,16 +103,19 @@ func (a *app) printVerify(rep *verify.Report) {
 		for i, v := range t.Deep {
 			deep[i] = fmt.Sprint(v)
 		}
-		a.printf("%s: HEAD %d, published %s, %s; read %s %s: %s, %s, %s\n",
-			t.Table, t.Head, pub, plural(t.Versions, "manifest"), pluralWord(len(deep), "version"), strings.Join(deep, ","),
-			plural(t.DataFiles, "data file"), plural(t.Deletions, "deletion vector"), humanBytes(t.Bytes))
+		read := "no version read"
+		if len(deep) > 0 {
+			read = fmt.Sprintf("read %s %s: %s, %s, %s", pluralWord(len(deep), "version"), strings.Join(deep, ","),
+				plural(t.DataFiles, "data file"), plural(t.Deletions, "deletion vector"), humanBytes(t.Bytes))
+		}
+		a.printf("%s: HEAD %d, published %s, %s; %s\n", t.Table, t.Head, pub, plural(t.Versions, "manifest"), read)
 		if t.WALShards > 0 {
 			a.printf("%s: WAL: %s, %s read, %s decoded (%s)\n", t.Table, plural(t.WALShards, "shard"),
 				plural(t.WALGenerations, "unmerged generation"), logEntries(t.WALEntries), plural(t.WALEntryRows, "row"))
 		}
 	}
 	for _, n := range rep.Notes {
-		a.printf("note:  %s\n", n)
+		a.printf("note: %s\n", n)
 	}
 	for _, f := range rep.Faults {
 		a.printf("FAULT: %s\n", f)

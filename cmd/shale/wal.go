@@ -250,11 +250,24 @@ type walAppendResult struct {
 	Entries       int    `json:"entries"` // log entries holding them
 	// Sealed is the shard's sealed generation after the closing flush; Merged the merged
 	// watermark of the published version (the rows are merged once Merged reaches Sealed).
-	Sealed    uint64  `json:"sealed"`
-	Merged    uint64  `json:"merged"`
-	ElapsedMS int64   `json:"elapsed_ms"`
-	RowsPerS  float64 `json:"rows_per_second"`
-	elapsed   time.Duration
+	Sealed uint64 `json:"sealed"`
+	Merged uint64 `json:"merged"`
+	// FirstGeneration and LastGeneration are the generations holding the rows, as the
+	// shard's manifest showed after the closing flush, and FlushedByEpoch the writer epoch
+	// that flushed the last of them: another epoch's when a writer that took the shard
+	// over (fencing this one) flushed them. All 0 when no generation holds them yet
+	// (Unflushed: durable in the log, the shard's current writer flushes them) or when
+	// they are merged already (Merged covers them).
+	FirstGeneration uint64 `json:"first_generation,omitempty"`
+	LastGeneration  uint64 `json:"last_generation,omitempty"`
+	FlushedByEpoch  uint64 `json:"flushed_by_epoch,omitempty"`
+	Unflushed       bool   `json:"unflushed,omitempty"`
+	// ShardEpoch is the shard's writer epoch after the command (Epoch unless another
+	// writer took the shard over).
+	ShardEpoch uint64  `json:"shard_epoch"`
+	ElapsedMS  int64   `json:"elapsed_ms"`
+	RowsPerS   float64 `json:"rows_per_second"`
+	elapsed    time.Duration
 }
 
 func (a *app) walAppendCommand() *cobra.Command {
@@ -310,9 +323,9 @@ exits, or replayed by the shard's next writer); the rest of the file is not appe
 			if res.Rows >= minRateRows {
 				rate = ", " + thousands(int64(res.RowsPerS)) + " rows/s"
 			}
-			a.printf("Appended %s to %s through WAL shard %d (writer epoch %d) from %s: %s, flushed through generation %d, %s%s\n",
-				plural(res.Rows, "row"), res.Table, res.Shard, res.Epoch, from, logEntries(res.Entries), res.Sealed, seconds(res.elapsed), rate)
-			if res.Merged < res.Sealed {
+			a.printf("Appended %s to %s through WAL shard %d (writer epoch %d) from %s: %s%s, %s%s\n",
+				plural(res.Rows, "row"), res.Table, res.Shard, res.Epoch, from, logEntries(res.Entries), res.whereFlushed(), seconds(res.elapsed), rate)
+			if res.Merged < res.Sealed || res.Unflushed {
 				a.printf("Queries read them from the WAL until they are merged: shale wal merge %s\n", res.Table)
 			}
 			return nil
@@ -373,12 +386,14 @@ func (a *app) walAppend(ctx context.Context, path, table string, shard int, shar
 		return nil, err
 	}
 	if n == 0 {
-		cr, err := t.UpdateConfig(ctx, map[string]string{engine.ConfigWALShards: "1"}, nil)
+		enabled, cr, err := enableWAL(ctx, t)
 		if err != nil {
 			return nil, fmt.Errorf("table %q: enable the WAL (%s=1): %w", table, engine.ConfigWALShards, err)
 		}
-		res.EnabledWAL, res.ConfigVersion = true, cr.Version
-		fmt.Fprintf(a.stderr, "note: %s had no WAL: enabled one shard (%s=1, version %d)\n", table, engine.ConfigWALShards, cr.Version)
+		if enabled {
+			res.EnabledWAL, res.ConfigVersion = true, cr.Version
+			fmt.Fprintf(a.stderr, "note: %s had no WAL: enabled one shard (%s=1, version %d)\n", table, engine.ConfigWALShards, cr.Version)
+		}
 	}
 	w, err := t.WAL(ctx, shard)
 	if err != nil {
@@ -431,7 +446,8 @@ func (a *app) walAppend(ctx context.Context, path, table string, shard int, shar
 		return nil, fmt.Errorf("all %s are durable in WAL shard %d of %s, but the closing flush failed: %w (the shard's next writer replays them)", plural(res.Rows, "row"), shard, table, closeErr)
 	}
 	if sm, err := wal.LoadShard(ctx, a.db.Store(), table, wal.ShardID(shard)); err == nil {
-		res.Sealed = sm.Sealed()
+		res.Sealed, res.ShardEpoch = sm.Sealed(), sm.Epoch
+		res.locateRows(sm, positions)
 	}
 	if h, err := a.db.OpenTable(ctx, table); err == nil {
 		res.Merged = h.Manifest().WALMerged[wal.ShardID(shard)]
@@ -439,6 +455,102 @@ func (a *app) walAppend(ctx context.Context, path, table string, shard int, shar
 	res.elapsed = time.Since(start)
 	res.ElapsedMS, res.RowsPerS = res.elapsed.Milliseconds(), perSecond(res.Rows, res.elapsed)
 	return res, nil
+}
+
+// enableWALWait bounds how long enableWAL waits for a concurrent enabling of the WAL,
+// committed before ours, to be published.
+const enableWALWait = 10 * time.Second
+
+// enableWAL sets shale.wal.shards=1 on t, which has no WAL, idempotently under
+// concurrency: when another writer set the key meanwhile (a retryable conflict: the
+// engine leaves the decision to the caller), it refreshes t and, once the table has a
+// WAL (any shard count: shard 0 exists), goes on without setting it again (enabled
+// false). A conflict that persists without a WAL appearing is returned.
+func enableWAL(ctx context.Context, t *engine.Table) (enabled bool, cr engine.CommitResult, err error) {
+	deadline := time.Now().Add(enableWALWait)
+	for {
+		cr, err = t.UpdateConfig(ctx, map[string]string{engine.ConfigWALShards: "1"}, nil)
+		if err == nil {
+			return true, cr, nil
+		}
+		if !errors.Is(err, manifest.ErrRetryable) || time.Now().After(deadline) {
+			return false, cr, err
+		}
+		// The other writer's version is committed; its publish may lag by a moment.
+		if rerr := t.Refresh(ctx); rerr != nil {
+			return false, cr, errors.Join(err, rerr)
+		}
+		if engine.WALShards(t.Manifest().Config) > 0 {
+			return false, engine.CommitResult{}, nil
+		}
+		select { // a short pause before planning on the published version again
+		case <-ctx.Done():
+			return false, cr, err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// locateRows finds the generations of sm that hold the entries at positions (the
+// command's acknowledged appends). A generation holds the entries after the previous
+// one's Covers up to its own; entries past the replay position are in no generation yet;
+// entries at or before it that no listed generation covers are merged already.
+func (r *walAppendResult) locateRows(sm *wal.ShardManifest, positions map[wal.Position]bool) {
+	if len(positions) == 0 {
+		return
+	}
+	var lo, hi wal.Position
+	first := true
+	for p := range positions {
+		if first || p.Less(lo) {
+			lo = p
+		}
+		if first || hi.Less(p) {
+			hi = p
+		}
+		first = false
+	}
+	if sm.Replay.Less(hi) {
+		r.Unflushed = true
+		return
+	}
+	for _, g := range sm.Generations {
+		if r.FirstGeneration == 0 && !g.Covers.Less(lo) {
+			r.FirstGeneration = g.Generation
+		}
+		if !g.Covers.Less(hi) {
+			r.LastGeneration, r.FlushedByEpoch = g.Generation, g.Epoch
+			break
+		}
+	}
+	if r.LastGeneration == 0 {
+		r.FirstGeneration = 0 // merged (its generations are no longer listed)
+	} else if r.FirstGeneration == 0 {
+		r.FirstGeneration = r.LastGeneration // the first ones are merged already
+	}
+}
+
+// whereFlushed says, after ", ", where the rows are: the generations holding them and,
+// when another writer epoch flushed them, which. "" when there are none.
+func (r *walAppendResult) whereFlushed() string {
+	switch {
+	case r.Rows == 0 || r.Entries == 0:
+		return ""
+	case r.Unflushed && r.ShardEpoch != r.Epoch:
+		return fmt.Sprintf(", not flushed yet: writer epoch %d, which took the shard over, flushes them (they are durable in the log)", r.ShardEpoch)
+	case r.Unflushed:
+		return ", not flushed yet (durable in the log; the shard's next writer flushes them)"
+	case r.LastGeneration == 0:
+		return ", flushed and merged already"
+	}
+	s := fmt.Sprintf(", flushed as generation %d", r.LastGeneration)
+	if r.FirstGeneration != r.LastGeneration {
+		s = fmt.Sprintf(", flushed as generations %d to %d", r.FirstGeneration, r.LastGeneration)
+	}
+	if r.FlushedByEpoch != r.Epoch {
+		s += fmt.Sprintf(" by writer epoch %d, which took the shard over", r.FlushedByEpoch)
+	}
+	return s
 }
 
 // closeNote says what the closing flush after a failed append did.
