@@ -1,0 +1,443 @@
+package benchmarks
+
+// Issue 12's benchmarks of `shale serve` (benchmarks/RESULTS.md, "shale serve"): a
+// planning pass at 1,000 and 10,000 tables, schedule-to-bind latency with 1,000 tables of
+// synthetic demand, and a steady WAL workload with a Server running. Benchmarks only: no
+// Test function here, so `go test ./benchmarks/` never runs them.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/shale-db/shale/demand"
+	"github.com/shale-db/shale/engine"
+	"github.com/shale-db/shale/serve"
+	"github.com/shale-db/shale/serve/gather"
+	"github.com/shale-db/shale/serve/plan"
+	"github.com/shale-db/shale/serve/state"
+	"github.com/shale-db/shale/store"
+)
+
+// Environment gates of the serve benchmarks.
+const (
+	// EnvServeBench10k, set to 1, adds 10,000 tables to BenchmarkServePass (setup creates
+	// them: minutes on a loaded machine).
+	EnvServeBench10k = "SHALE_SERVE_BENCH_10K"
+	// EnvServeSteady is the steady workload's duration (a Go duration, e.g. 4m); unset,
+	// BenchmarkServeSteady skips.
+	EnvServeSteady = "SHALE_SERVE_STEADY"
+)
+
+// serveDB opens a DB on a fresh local-disk store (removed by closeServeFixtures) with
+// the package's embedded etcd as its catalog (a store of its own: its catalog prefix, and
+// so its serve keys, are its own).
+func serveDB(b *testing.B) (*engine.DB, *clientv3.Client) {
+	b.Helper()
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "shale-serve-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: testEtcd.Endpoints(), DialTimeout: 5 * time.Second})
+	if err != nil {
+		os.RemoveAll(dir)
+		b.Fatal(err)
+	}
+	serveCleanups = append(serveCleanups, func() { cli.Close(); os.RemoveAll(dir) })
+	st, err := store.Open(ctx, "file://"+dir, store.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	db, err := engine.Open(ctx, st, engine.Options{Etcd: cli})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return db, cli
+}
+
+// serveFixture is BenchmarkServePass's tables, built once per size and kept across the
+// benchmark's runs (the framework calls it again for each b.N).
+type serveFixture struct {
+	db  *engine.DB
+	cli *clientv3.Client
+}
+
+var (
+	serveFixtures = map[int]*serveFixture{}
+	serveCleanups []func()
+)
+
+// closeServeFixtures removes the serve benchmarks' stores (TestMain calls it).
+func closeServeFixtures() {
+	for _, f := range serveCleanups {
+		f()
+	}
+}
+
+// syntheticDemandTables creates n tables ("t00000" …) of one 10-row fragment each, each
+// with a demand record of gens pending generations on shard 0 (published as its writer
+// would, flushed now; the tables have no WAL: the demand is synthetic).
+func syntheticDemandTables(b *testing.B, db *engine.DB, n int, gens uint64) {
+	b.Helper()
+	ds, err := SyntheticFlights(10, 7, 10)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	start := time.Now()
+	next := make(chan int)
+	var failed atomic.Pointer[error]
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := syntheticDemandTable(ctx, db, fmt.Sprintf("t%05d", i), ds, gens); err != nil {
+					failed.CompareAndSwap(nil, &err)
+				}
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if p := failed.Load(); p != nil {
+		b.Fatal(*p)
+	}
+	b.Logf("setup: %d tables with %d pending generations each in %v", n, gens, time.Since(start).Round(time.Second))
+}
+
+func syntheticDemandTable(ctx context.Context, db *engine.DB, name string, ds *Dataset, gens uint64) error {
+	tbl, err := db.CreateTable(ctx, name, ds.Schema)
+	if err != nil {
+		return err
+	}
+	if _, err := tbl.AppendRecord(ctx, ds.Records[0]); err != nil {
+		return err
+	}
+	_, err = db.Demand().Publish(ctx, name, demand.Event{V: demand.CurrentVersion, Shard: "0", SealedThrough: gens,
+		SealedBytesThrough: gens * 1000, FlushedAtMs: time.Now().UnixMilli(), WriterEpoch: 1, Source: demand.SourceWriter,
+		IncarnationSince: tbl.Manifest().IncarnationSince})
+	return err
+}
+
+// prefixBytes is the size of every key under prefix (keys, values and 24 bytes of
+// revisions each, as demand.Snapshot.Bytes counts): what a read of the prefix returns.
+func prefixBytes(b *testing.B, cli *clientv3.Client, prefix string) int64 {
+	b.Helper()
+	resp, err := cli.Get(context.Background(), prefix, clientv3.WithPrefix())
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n int64
+	for _, kv := range resp.Kvs {
+		n += int64(len(kv.Key) + len(kv.Value) + 24)
+	}
+	return n
+}
+
+// benchPass is one planning pass as serve's planner makes it (serve/planner.go: pass and
+// input), with serve/gather's real picture in place of the runtime's temporary stub:
+// state.Read of every serve key, gather.Tables, plan.Plan, then one guarded placement
+// transaction (state.Place) per placement.
+type benchPass struct {
+	st   *state.State
+	db   *engine.DB
+	lead state.Guard
+	seq  int
+}
+
+type passTimes struct {
+	read, gather, plan, place time.Duration
+	demandBytes               int64
+	manifestReads             int
+	placed, refused           int
+	tables                    int
+}
+
+func (p *benchPass) run(ctx context.Context) (passTimes, error) {
+	var pt passTimes
+	t0 := time.Now()
+	snap, err := p.st.Read(ctx)
+	if err != nil {
+		return pt, err
+	}
+	t1 := time.Now()
+	tables, stats, err := gather.Tables(ctx, p.db, gather.Options{})
+	if err != nil {
+		return pt, err
+	}
+	t2 := time.Now()
+	in := plan.Input{Now: t2, Tables: tables, Policies: map[string]plan.Policy{}, Histories: snap.Histories, Failures: snap.Failures}
+	for _, t := range tables {
+		pol, ok := snap.Policies[t.Table]
+		if !ok {
+			pol = plan.DefaultPolicy()
+		}
+		in.Policies[t.Table] = pol.WithDefaults()
+	}
+	for _, e := range snap.Executors {
+		in.Executors = append(in.Executors, e.Plan())
+	}
+	for _, a := range snap.Assignments {
+		in.Assignments = append(in.Assignments, a.Plan())
+	}
+	out := plan.Plan(in)
+	t3 := time.Now()
+	execs := map[string]state.Executor{}
+	for _, e := range snap.Executors {
+		execs[e.ID] = e
+	}
+	for _, pl := range out.Placements {
+		p.seq++
+		a := state.Assignment{ID: fmt.Sprintf("bench-%08d", p.seq), Table: pl.Unit.Table, Kind: pl.Unit.Kind, Executor: pl.Executor,
+			Bytes: pl.Bytes, Slots: max(pl.Unit.Slots, 1), PlacedAt: time.Now().UTC(), State: state.StateAssigned}
+		var hist *plan.History
+		if plan.TakesWriteTurn(pl.Unit.Kind) {
+			turns := append(append([]plan.Kind(nil), snap.Histories[pl.Unit.Table].Turns...), pl.Unit.Kind)
+			if keep := in.Policies[pl.Unit.Table].MaxConsecutiveTurns + 1; len(turns) > keep {
+				turns = turns[len(turns)-keep:]
+			}
+			hist = &plan.History{Turns: turns}
+		}
+		g := p.lead
+		g.Executor = execs[pl.Executor]
+		if _, err := p.st.Place(ctx, g, a, hist); err != nil {
+			pt.refused++
+			continue
+		}
+		pt.placed++
+	}
+	t4 := time.Now()
+	pt.read, pt.gather, pt.plan, pt.place = t1.Sub(t0), t2.Sub(t1), t3.Sub(t2), t4.Sub(t3)
+	pt.demandBytes, pt.manifestReads, pt.tables = stats.DemandBytes, stats.ManifestReads, len(tables)
+	return pt, nil
+}
+
+// BenchmarkServePass measures one whole planning pass (serve state read, gather.Tables,
+// plan.Plan, the placement transactions) over n tables of synthetic WAL demand, with the
+// pass's process holding the election and two registered executors of 8 merge_wal slots
+// each (nobody runs the work: between passes, untimed, the pass's assignments are
+// deleted, so every pass places the default MaxPlacements, 8). Metrics: the phases' wall
+// times, process CPU per pass (the embedded etcd server is in this process), etcd bytes
+// read per pass (demand as gather counts it, plus the catalog's pointers and the serve
+// keys measured by a prefix read), manifest reads.
+func BenchmarkServePass(b *testing.B) {
+	sizes := []int{1000}
+	if os.Getenv(EnvServeBench10k) == "1" {
+		sizes = append(sizes, 10000)
+	}
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("tables=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			fx := serveFixtures[n]
+			if fx == nil {
+				db, cli := serveDB(b)
+				syntheticDemandTables(b, db, n, 16)
+				fx = &serveFixture{db: db, cli: cli}
+				serveFixtures[n] = fx
+			}
+			db, cli := fx.db, fx.cli
+			st := serve.StateOf(db)
+			sess, err := concurrency.NewSession(cli, concurrency.WithTTL(60))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer sess.Close()
+			el := concurrency.NewElection(sess, st.Keys().Leader())
+			if err := el.Campaign(ctx, "bench-planner"); err != nil {
+				b.Fatal(err)
+			}
+			p := &benchPass{st: st, db: db, lead: state.Guard{LeaderKey: el.Key(), LeaderRevision: el.Rev()}}
+			for i := range 2 {
+				e := state.Executor{ID: fmt.Sprintf("bench-exec-%d", i), PID: os.Getpid(), Host: "bench",
+					Slots: map[string]int{string(plan.KindMergeWAL): 8, string(plan.KindCompact): 2, string(plan.KindIndex): 2,
+						string(plan.KindRecover): 2, string(plan.KindPublish): 2},
+					Bytes: 8 << 30, Started: time.Now().UTC(), Lease: int64(sess.Lease())}
+				if _, err := st.RegisterExecutor(ctx, e, sess.Lease()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			clear := func() {
+				if _, err := cli.Delete(ctx, st.Keys().Assignments(), clientv3.WithPrefix()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			start := time.Now()
+			cold, err := p.run(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Logf("cold pass (manifests not cached): %v (read %v, gather %v, plan %v, place %v), %d placed, %d manifest reads",
+				time.Since(start).Round(time.Millisecond), cold.read, cold.gather, cold.plan, cold.place, cold.placed, cold.manifestReads)
+			if cold.placed == 0 || cold.tables != n {
+				b.Fatalf("cold pass placed %d over %d tables", cold.placed, cold.tables)
+			}
+			clear()
+			catPrefix := strings.TrimSuffix(db.Catalog().Key("x"), "x")
+			ptrBytes := prefixBytes(b, cli, catPrefix)
+			var sum passTimes
+			var cpu time.Duration
+			var serveBytes int64
+			b.ResetTimer()
+			for range b.N {
+				serveBytes += prefixBytes(b, cli, st.Keys().Root())
+				c0 := processCPU()
+				b.StartTimer()
+				pt, err := p.run(ctx)
+				b.StopTimer()
+				cpu += processCPU() - c0
+				if err != nil {
+					b.Fatal(err)
+				}
+				if pt.placed != plan.DefaultMaxPlacements {
+					b.Fatalf("pass placed %d (refused %d), want %d", pt.placed, pt.refused, plan.DefaultMaxPlacements)
+				}
+				sum.read += pt.read
+				sum.gather += pt.gather
+				sum.plan += pt.plan
+				sum.place += pt.place
+				sum.demandBytes += pt.demandBytes
+				sum.manifestReads += pt.manifestReads
+				clear()
+			}
+			nb := float64(b.N)
+			ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / nb }
+			b.ReportMetric(ms(cpu), "cpu-ms/op")
+			b.ReportMetric(ms(sum.read), "read-ms/op")
+			b.ReportMetric(ms(sum.gather), "gather-ms/op")
+			b.ReportMetric(ms(sum.plan), "plan-ms/op")
+			b.ReportMetric(ms(sum.place), "place-ms/op")
+			b.ReportMetric(float64(sum.demandBytes)/nb, "demand-B/op")
+			b.ReportMetric(float64(ptrBytes), "pointer-B/op")
+			b.ReportMetric(float64(serveBytes)/nb, "serve-B/op")
+			b.ReportMetric(float64(sum.demandBytes)/nb+float64(ptrBytes)+float64(serveBytes)/nb, "etcd-B/op")
+			b.ReportMetric(float64(sum.manifestReads)/nb, "manifests/op")
+		})
+	}
+}
+
+// bindRecorder is a serve.Metrics that keeps every schedule-to-bind observation.
+type bindRecorder struct {
+	mu    sync.Mutex
+	binds []time.Duration
+	execs map[string]int
+}
+
+func (r *bindRecorder) ObserveScheduleToBind(kind string, d time.Duration) {
+	r.mu.Lock()
+	r.binds = append(r.binds, d)
+	r.mu.Unlock()
+}
+func (r *bindRecorder) Execution(kind, phase string) {
+	r.mu.Lock()
+	r.execs[kind+"/"+phase]++
+	r.mu.Unlock()
+}
+func (r *bindRecorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.binds)
+}
+func (r *bindRecorder) ObserveTurnWait(string, time.Duration) {}
+func (r *bindRecorder) Placement(string)                      {}
+func (r *bindRecorder) SetBacklog(map[string]int)             {}
+func (r *bindRecorder) SetRunning(string, int)                {}
+func (r *bindRecorder) Stall(string)                          {}
+func (r *bindRecorder) Recovery(string)                       {}
+func (r *bindRecorder) SetLeader(bool)                        {}
+func (r *bindRecorder) ObservePass(time.Duration, int64)      {}
+func (r *bindRecorder) SetTopTables(map[string]uint64)        {}
+
+// quantile is the q-quantile of sorted ds (nearest rank).
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(ds))+0.999999) - 1
+	return ds[min(max(i, 0), len(ds)-1)]
+}
+
+// BenchmarkServeScheduleToBind runs the real runtime: two serve.Servers (in this
+// process, on the package's embedded etcd) over 1,000 tables of synthetic WAL demand (16
+// pending generations each; the tables have no WAL, so each merge_wal execution ends at
+// once with engine.ErrNoWAL, a data failure the planner then holds: the run is trivial and
+// every table is placed exactly once). It records the runtime's own schedule-to-bind
+// observation (serve.Metrics.ObserveScheduleToBind: the executor's bind start minus the
+// assignment's PlacedAt, set just before the placement transaction) until 1,000 binds.
+// Config: pass interval 1 s, MaxPlacements 64, 32 merge_wal slots per executor. Run with
+// -benchtime=1x.
+func BenchmarkServeScheduleToBind(b *testing.B) {
+	const n, executors = 1000, 2
+	if b.N > 1 {
+		b.Skip("every table is placed once: run with -benchtime=1x")
+	}
+	ctx := context.Background()
+	db, _ := serveDB(b)
+	syntheticDemandTables(b, db, n, 16)
+	rec := &bindRecorder{execs: map[string]int{}}
+	cfg := state.Config{PassInterval: time.Second, MaxPlacements: 64}
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		rec.binds = nil
+		b.StartTimer()
+		c0 := processCPU()
+		start := time.Now()
+		var servers []*serve.Server
+		for i := range executors {
+			s, err := serve.New(ctx, db, serve.Options{ID: fmt.Sprintf("bind-%d", i), Config: cfg,
+				Slots:   map[plan.Kind]int{plan.KindMergeWAL: 32},
+				Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+				Metrics: rec})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Start(ctx); err != nil {
+				b.Fatal(err)
+			}
+			servers = append(servers, s)
+		}
+		deadline := time.Now().Add(15 * time.Minute)
+		for rec.count() < n && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		elapsed := time.Since(start)
+		cpu := processCPU() - c0
+		for _, s := range servers {
+			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			_ = s.Close(cctx)
+			cancel()
+		}
+		rec.mu.Lock()
+		ds := slices.Clone(rec.binds)
+		execs := fmt.Sprint(rec.execs)
+		rec.mu.Unlock()
+		if len(ds) < n {
+			b.Fatalf("%d binds of %d within the deadline", len(ds), n)
+		}
+		slices.Sort(ds)
+		b.Logf("%d binds in %v (CPU %v): p50 %v, p90 %v, p99 %v, max %v; executions %s", len(ds), elapsed.Round(time.Millisecond),
+			cpu.Round(time.Millisecond), quantile(ds, .5), quantile(ds, .9), quantile(ds, .99), ds[len(ds)-1], execs)
+		b.ReportMetric(float64(quantile(ds, .5).Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(quantile(ds, .99).Microseconds())/1000, "p99-ms")
+		b.ReportMetric(float64(ds[len(ds)-1].Microseconds())/1000, "max-ms")
+		b.ReportMetric(float64(len(ds)), "binds")
+		b.ReportMetric(float64(cpu.Milliseconds()), "cpu-ms")
+	}
+}
