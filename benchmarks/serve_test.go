@@ -441,3 +441,223 @@ func BenchmarkServeScheduleToBind(b *testing.B) {
 		b.ReportMetric(float64(cpu.Milliseconds()), "cpu-ms")
 	}
 }
+
+// steadySample is one sample of BenchmarkServeSteady.
+type steadySample struct {
+	at        time.Duration
+	pending   []uint64 // pending generations per table (demand)
+	fragments []int    // fragments of the published version per table
+	count     time.Duration
+	scan      time.Duration // filtered scan of table 0
+	appendP99 time.Duration // WAL append latency p99 since the last sample, over all writers
+	acked     int64
+	merges    int
+	compacts  int
+	cpu       time.Duration // process CPU since the last sample
+}
+
+// BenchmarkServeSteady is issue 12's steady workload scaled down: three tables with one
+// WAL shard each (flush interval 1 s), one writer per table appending a 100-row batch
+// every 100 ms through the WAL (1,000 rows/s per table), and one serve.Server in this
+// process (pass interval 2 s, default policy: merge at 8 pending generations, compact at
+// 16 small fragments; one slot of each kind). Every 10 s it samples each table's pending
+// generations (demand), fragments (published manifest), the latency of Count("") and of a
+// filtered scan on a fresh handle, and the writers' append p99. At the end it checks that
+// every acknowledged row is counted. Duration from SHALE_SERVE_STEADY (skipped when unset);
+// run with -benchtime=1x -v.
+func BenchmarkServeSteady(b *testing.B) {
+	durText := os.Getenv(EnvServeSteady)
+	if durText == "" {
+		b.Skip("set " + EnvServeSteady + " to a duration (e.g. 4m)")
+	}
+	dur, err := time.ParseDuration(durText)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if b.N > 1 {
+		b.Skip("run with -benchtime=1x")
+	}
+	const tables, batchRows, every, sampleEvery = 3, 100, 100 * time.Millisecond, 10 * time.Second
+	ctx := context.Background()
+	db, _ := serveDB(b)
+	ds, err := SyntheticFlights(1000, 11, batchRows)
+	if err != nil {
+		b.Fatal(err)
+	}
+	base, err := SyntheticFlights(10_000, 12, 10_000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	names := make([]string, tables)
+	writers := make([]*engine.WALWriter, tables)
+	for i := range tables {
+		names[i] = fmt.Sprintf("steady%d", i)
+		tbl, err := db.CreateTable(ctx, names[i], ds.Schema)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := tbl.AppendRecord(ctx, base.Records[0]); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := tbl.UpdateConfig(ctx, map[string]string{engine.ConfigWALShards: "1", engine.ConfigWALFlushInterval: "1s"}, nil); err != nil {
+			b.Fatal(err)
+		}
+		if writers[i], err = tbl.WAL(ctx, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rec := &bindRecorder{execs: map[string]int{}}
+	srv, err := serve.New(ctx, db, serve.Options{ID: "steady", Config: state.Config{PassInterval: 2 * time.Second},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: rec})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	if err := srv.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	var acked atomic.Int64
+	var lmu sync.Mutex
+	var lat []time.Duration
+	var wg sync.WaitGroup
+	var werr atomic.Pointer[error]
+	for i := range tables {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tick := time.NewTicker(every)
+			defer tick.Stop()
+			for k := 0; ; k++ {
+				select {
+				case <-wctx.Done():
+					return
+				case <-tick.C:
+				}
+				t0 := time.Now()
+				if _, err := writers[i].Append(wctx, ds.Records[k%len(ds.Records)]); err != nil {
+					if wctx.Err() == nil {
+						werr.CompareAndSwap(nil, &err)
+					}
+					return
+				}
+				acked.Add(batchRows)
+				lmu.Lock()
+				lat = append(lat, time.Since(t0))
+				lmu.Unlock()
+			}
+		}()
+	}
+	start := time.Now()
+	var samples []steadySample
+	lastCPU := processCPU()
+	for time.Since(start) < dur && werr.Load() == nil {
+		time.Sleep(sampleEvery - time.Since(start)%sampleEvery)
+		s := steadySample{at: time.Since(start).Round(time.Second), acked: acked.Load()}
+		for _, n := range names {
+			snap, err := db.Demand().ReadTable(ctx, n)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var p uint64
+			if td := snap.Tables[n]; td != nil {
+				p = td.PendingGenerations()
+			}
+			s.pending = append(s.pending, p)
+			h, err := db.OpenTable(ctx, n)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s.fragments = append(s.fragments, len(h.Manifest().Fragments))
+		}
+		h, err := db.OpenTable(ctx, names[0])
+		if err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		if _, err := h.Count(ctx, ""); err != nil {
+			b.Fatal(err)
+		}
+		s.count = time.Since(t0)
+		t0 = time.Now()
+		sc, err := h.Scan(ctx, engine.ScanOptions{Filter: walFilter})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for sc.Next() {
+		}
+		if err := sc.Err(); err != nil {
+			b.Fatal(err)
+		}
+		sc.Release()
+		s.scan = time.Since(t0)
+		lmu.Lock()
+		ls := lat
+		lat = nil
+		lmu.Unlock()
+		slices.Sort(ls)
+		s.appendP99 = quantile(ls, .99)
+		rec.mu.Lock()
+		s.merges, s.compacts = rec.execs["merge_wal/succeeded"], rec.execs["compact/succeeded"]
+		rec.mu.Unlock()
+		c := processCPU()
+		s.cpu, lastCPU = c-lastCPU, c
+		samples = append(samples, s)
+		b.Logf("t=%v pending=%v fragments=%v count=%v scan=%v append-p99=%v acked=%d merges=%d compactions=%d cpu=%v",
+			s.at, s.pending, s.fragments, s.count.Round(time.Millisecond), s.scan.Round(time.Millisecond),
+			s.appendP99.Round(time.Millisecond), s.acked, s.merges, s.compacts, s.cpu.Round(time.Millisecond))
+	}
+	stop()
+	wg.Wait()
+	if p := werr.Load(); p != nil {
+		b.Fatal(*p)
+	}
+	for _, w := range writers {
+		if err := w.Close(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	if err := srv.Close(cctx); err != nil {
+		b.Log("close:", err)
+	}
+	cancel()
+	b.StopTimer()
+	var total int64
+	for _, n := range names {
+		h, err := db.OpenTable(ctx, n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c, err := h.Count(ctx, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		total += c - base.Records[0].NumRows()
+	}
+	b.Logf("rows counted above the base %d, acknowledged %d; executions %v", total, acked.Load(), rec.execs)
+	if total != acked.Load() {
+		b.Fatalf("counted %d rows above the base, %d acknowledged", total, acked.Load())
+	}
+	var maxPending uint64
+	var maxFrags int
+	for _, s := range samples {
+		maxPending = max(maxPending, slices.Max(s.pending))
+		maxFrags = max(maxFrags, slices.Max(s.fragments))
+	}
+	half := len(samples) / 2
+	med := func(ss []steadySample, f func(steadySample) time.Duration) time.Duration {
+		var ds []time.Duration
+		for _, s := range ss {
+			ds = append(ds, f(s))
+		}
+		slices.Sort(ds)
+		return quantile(ds, .5)
+	}
+	countOf := func(s steadySample) time.Duration { return s.count }
+	scanOf := func(s steadySample) time.Duration { return s.scan }
+	b.Logf("max pending %d, max fragments %d; count median first half %v, second half %v; scan median %v, %v", maxPending, maxFrags,
+		med(samples[:half], countOf), med(samples[half:], countOf), med(samples[:half], scanOf), med(samples[half:], scanOf))
+	b.ReportMetric(float64(maxPending), "max-pending-gens")
+	b.ReportMetric(float64(maxFrags), "max-fragments")
+}
