@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -38,6 +39,9 @@ const (
 	// EnvServeSteady is the steady workload's duration (a Go duration, e.g. 4m); unset,
 	// BenchmarkServeSteady skips.
 	EnvServeSteady = "SHALE_SERVE_STEADY"
+	// EnvServePassProfile is a file BenchmarkServePass writes a CPU profile of its timed
+	// passes to (of the last size run; setup excluded).
+	EnvServePassProfile = "SHALE_SERVE_PASS_PROFILE"
 )
 
 // serveDB opens a DB on a fresh local-disk store (removed by closeServeFixtures) with
@@ -283,7 +287,7 @@ func BenchmarkServePass(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.Logf("cold pass (manifests not cached): %v (read %v, gather %v, plan %v, place %v), %d placed, %d manifest reads",
+			b.Logf("first pass of this run (manifests cached only after the fixture's first run): %v (read %v, gather %v, plan %v, place %v), %d placed, %d manifest reads",
 				time.Since(start).Round(time.Millisecond), cold.read, cold.gather, cold.plan, cold.place, cold.placed, cold.manifestReads)
 			if cold.placed == 0 || cold.tables != n {
 				b.Fatalf("cold pass placed %d over %d tables", cold.placed, cold.tables)
@@ -294,6 +298,16 @@ func BenchmarkServePass(b *testing.B) {
 			var sum passTimes
 			var cpu time.Duration
 			var serveBytes int64
+			if path := os.Getenv(EnvServePassProfile); path != "" {
+				f, err := os.Create(path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					b.Fatal(err)
+				}
+				defer func() { pprof.StopCPUProfile(); f.Close() }()
+			}
 			b.ResetTimer()
 			for range b.N {
 				serveBytes += prefixBytes(b, cli, st.Keys().Root())
@@ -534,11 +548,12 @@ func BenchmarkServeSteady(b *testing.B) {
 					return
 				case <-tick.C:
 				}
+				// Append under ctx, not wctx: an append cancelled while its entry is
+				// being written may still land, unacknowledged, and the count at the
+				// end would not match.
 				t0 := time.Now()
-				if _, err := writers[i].Append(wctx, ds.Records[k%len(ds.Records)]); err != nil {
-					if wctx.Err() == nil {
-						werr.CompareAndSwap(nil, &err)
-					}
+				if _, err := writers[i].Append(ctx, ds.Records[k%len(ds.Records)]); err != nil {
+					werr.CompareAndSwap(nil, &err)
 					return
 				}
 				acked.Add(batchRows)
@@ -633,6 +648,7 @@ func BenchmarkServeSteady(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		b.Logf("%s: %d rows", n, c)
 		total += c - base.Records[0].NumRows()
 	}
 	b.Logf("rows counted above the base %d, acknowledged %d; executions %v", total, acked.Load(), rec.execs)
