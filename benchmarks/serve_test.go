@@ -39,6 +39,9 @@ const (
 	// EnvServeSteady is the steady workload's duration (a Go duration, e.g. 4m); unset,
 	// BenchmarkServeSteady skips.
 	EnvServeSteady = "SHALE_SERVE_STEADY"
+	// EnvServeBindPlacements is BenchmarkServeScheduleToBind's MaxPlacements (default 64;
+	// each executor gets half as many merge_wal slots).
+	EnvServeBindPlacements = "SHALE_SERVE_BIND_PLACEMENTS"
 	// EnvServePassProfile is a file BenchmarkServePass writes a CPU profile of its timed
 	// passes to (of the last size run; setup excluded).
 	EnvServePassProfile = "SHALE_SERVE_PASS_PROFILE"
@@ -394,8 +397,8 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 // every table is placed exactly once). It records the runtime's own schedule-to-bind
 // observation (serve.Metrics.ObserveScheduleToBind: the executor's bind start minus the
 // assignment's PlacedAt, set just before the placement transaction) until 1,000 binds.
-// Config: pass interval 1 s, MaxPlacements 64, 32 merge_wal slots per executor. Run with
-// -benchtime=1x.
+// Config: pass interval 1 s, MaxPlacements 64 (SHALE_SERVE_BIND_PLACEMENTS), half as
+// many merge_wal slots per executor. Run with -benchtime=1x.
 func BenchmarkServeScheduleToBind(b *testing.B) {
 	const n, executors = 1000, 2
 	if b.N > 1 {
@@ -405,7 +408,13 @@ func BenchmarkServeScheduleToBind(b *testing.B) {
 	db, _ := serveDB(b)
 	syntheticDemandTables(b, db, n, 16)
 	rec := &bindRecorder{execs: map[string]int{}}
-	cfg := state.Config{PassInterval: time.Second, MaxPlacements: 64}
+	places := 64
+	if v := os.Getenv(EnvServeBindPlacements); v != "" {
+		if _, err := fmt.Sscan(v, &places); err != nil || places < 2 {
+			b.Fatalf("%s=%q: want a number of at least 2", EnvServeBindPlacements, v)
+		}
+	}
+	cfg := state.Config{PassInterval: time.Second, MaxPlacements: places}
 	b.ResetTimer()
 	for range b.N {
 		b.StopTimer()
@@ -416,7 +425,7 @@ func BenchmarkServeScheduleToBind(b *testing.B) {
 		var servers []*serve.Server
 		for i := range executors {
 			s, err := serve.New(ctx, db, serve.Options{ID: fmt.Sprintf("bind-%d", i), Config: cfg,
-				Slots:   map[plan.Kind]int{plan.KindMergeWAL: 32},
+				Slots:   map[plan.Kind]int{plan.KindMergeWAL: places / executors},
 				Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 				Metrics: rec})
 			if err != nil {
