@@ -25,6 +25,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	closeBenchFixture()
+	closeServeFixtures()
 	testEtcd.Close()
 	os.RemoveAll(dir)
 	os.Exit(code)
