@@ -269,34 +269,12 @@ func buildInput(now time.Time, tables []plan.TableState, snap *state.Snapshot, c
 	return in
 }
 
-// mergePolicy fills p's zero knobs from base (Paused is p's or base's).
+// mergePolicy fills p's zero knobs from base, then from the defaults (Paused is p's or
+// base's).
 func mergePolicy(p, base plan.Policy) plan.Policy {
-	if p.MinGenerations == 0 {
-		p.MinGenerations = base.MinGenerations
-	}
-	if p.CriticalGenerations == 0 {
-		p.CriticalGenerations = base.CriticalGenerations
-	}
-	if p.MaxAge <= 0 {
-		p.MaxAge = base.MaxAge
-	}
-	if p.MaxTurnWait <= 0 {
-		p.MaxTurnWait = base.MaxTurnWait
-	}
-	if p.MinSmallFragments <= 0 {
-		p.MinSmallFragments = base.MinSmallFragments
-	}
-	if p.MinUncovered <= 0 {
-		p.MinUncovered = base.MinUncovered
-	}
-	if p.MaxConsecutiveTurns <= 0 {
-		p.MaxConsecutiveTurns = base.MaxConsecutiveTurns
-	}
-	if p.MaxAttemptsBeforeHold <= 0 {
-		p.MaxAttemptsBeforeHold = base.MaxAttemptsBeforeHold
-	}
-	p.Paused = p.Paused || base.Paused
-	return p.WithDefaults()
+	q := p.Over(base)
+	q.Paused = p.Paused || base.Paused
+	return q.WithDefaults()
 }
 
 func sleep(ctx context.Context, d time.Duration) {

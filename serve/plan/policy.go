@@ -4,31 +4,34 @@ import "time"
 
 // WithDefaults returns p with every zero or negative knob replaced by its DefaultPolicy
 // value (a stored policy need name only the knobs it changes). Paused is kept.
-func (p Policy) WithDefaults() Policy {
-	d := DefaultPolicy()
+func (p Policy) WithDefaults() Policy { return p.Over(DefaultPolicy()) }
+
+// Over returns p with every zero or negative knob replaced by base's (a table's stored
+// policy over the configured default policy). Paused is p's.
+func (p Policy) Over(base Policy) Policy {
 	if p.MinGenerations == 0 {
-		p.MinGenerations = d.MinGenerations
+		p.MinGenerations = base.MinGenerations
 	}
 	if p.CriticalGenerations == 0 {
-		p.CriticalGenerations = d.CriticalGenerations
+		p.CriticalGenerations = base.CriticalGenerations
 	}
 	if p.MaxAge <= 0 {
-		p.MaxAge = d.MaxAge
+		p.MaxAge = base.MaxAge
 	}
 	if p.MaxTurnWait <= 0 {
-		p.MaxTurnWait = d.MaxTurnWait
+		p.MaxTurnWait = base.MaxTurnWait
 	}
 	if p.MinSmallFragments <= 0 {
-		p.MinSmallFragments = d.MinSmallFragments
+		p.MinSmallFragments = base.MinSmallFragments
 	}
 	if p.MinUncovered <= 0 {
-		p.MinUncovered = d.MinUncovered
+		p.MinUncovered = base.MinUncovered
 	}
 	if p.MaxConsecutiveTurns <= 0 {
-		p.MaxConsecutiveTurns = d.MaxConsecutiveTurns
+		p.MaxConsecutiveTurns = base.MaxConsecutiveTurns
 	}
 	if p.MaxAttemptsBeforeHold <= 0 {
-		p.MaxAttemptsBeforeHold = d.MaxAttemptsBeforeHold
+		p.MaxAttemptsBeforeHold = base.MaxAttemptsBeforeHold
 	}
 	return p
 }
