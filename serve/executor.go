@@ -25,6 +25,26 @@ import (
 // storage request for the idle timeout. Its failure class is retryable.
 var ErrStalled = errors.New("serve: execution stalled: no storage progress within the idle timeout")
 
+// ErrRecoveryDeferred ends a recover execution that resolved nothing because every
+// pending sidecar was skipped (too young, its operation still holds a live hold, or
+// another recovery claims it). It is retryable, so the failure ledger backs the unit
+// off (2 s, 2 s, then 30 s doubling) instead of the planner placing it again at once
+// for as long as the sidecar stays young.
+var ErrRecoveryDeferred = errors.New("serve: recovery deferred: every pending sidecar was skipped (young, live or claimed)")
+
+// recoveryDeferred reports whether rep resolved nothing and skipped something: every
+// outcome is a skip.
+func recoveryDeferred(rep recovery.Report) bool {
+	for _, o := range rep.Outcomes {
+		switch o.Action {
+		case recovery.SkippedYoung, recovery.SkippedLive, recovery.SkippedClaimed:
+		default:
+			return false
+		}
+	}
+	return len(rep.Outcomes) > 0
+}
+
 // execution is one assignment running on this executor.
 type execution struct {
 	a      state.Assignment
@@ -312,6 +332,9 @@ func (s *Server) run(ctx context.Context, a state.Assignment) error {
 		rep, err := recovery.Recover(ctx, db.Store(), db.Catalog(), a.Table, s.opts.Recovery)
 		for _, o := range rep.Outcomes {
 			s.m.Recovery(o.Action)
+		}
+		if err == nil && recoveryDeferred(rep) {
+			return fmt.Errorf("table %q: %d sidecars: %w", a.Table, len(rep.Outcomes), ErrRecoveryDeferred)
 		}
 		return err
 	case plan.KindPublish:
