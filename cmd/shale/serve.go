@@ -487,6 +487,10 @@ func (a *app) why(ctx context.Context, table string) error {
 	for _, u := range rep.Units {
 		units[u.Kind] = u
 	}
+	if u, ok := units[plan.Kind(rep.Next)]; ok {
+		// The kind a pass would place has no skip: give it its line too.
+		a.printf("  %s: next (class %s, score %.2f, %s)\n", u.Kind, admin.ClassName(u.Class), u.Score, u.Reason)
+	}
 	for _, sk := range rep.Skips {
 		line := fmt.Sprintf("  %s: %s", sk.Kind, sk.Reason)
 		if u, ok := units[sk.Kind]; ok {
