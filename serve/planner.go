@@ -81,14 +81,23 @@ func (s *Server) lead(ctx context.Context, el *concurrency.Election, lead leader
 			}
 		}
 	}()
-	ticker := time.NewTicker(s.cfg.PassInterval)
+	interval := s.cfg.PassInterval
+	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	for ctx.Err() == nil && !s.draining.Load() {
-		if _, err := s.pass(ctx, lead); errors.Is(err, state.ErrNotLeader) {
+		res, err := s.pass(ctx, lead)
+		if errors.Is(err, state.ErrNotLeader) {
 			s.log.Warn("serve: leadership lost", "err", err)
 			return
 		} else if err != nil && ctx.Err() == nil {
 			s.log.Error("serve: planning pass", "err", err)
+		}
+		// The stored config is the planner's (a --replace-config by another process
+		// changes it while this one leads): follow its pass interval.
+		if d := res.PassInterval; d > 0 && d != interval {
+			s.log.Info("serve: pass interval from the stored config", "was", interval, "now", d)
+			interval = d
+			ticker.Reset(d)
 		}
 		select {
 		case <-ctx.Done():
@@ -107,6 +116,9 @@ type PassResult struct {
 	Placed []state.Assignment
 	// Refused counts placements the transaction refused (slot taken, executor gone).
 	Refused int
+	// PassInterval is the stored config's pass interval when the pass read one (0: none
+	// stored): the leader follows it.
+	PassInterval time.Duration
 }
 
 // pass plans once and places the output. Errors: state.ErrNotLeader (the leadership is
@@ -119,6 +131,9 @@ func (s *Server) pass(ctx context.Context, lead leadership) (PassResult, error) 
 	}
 	out := plan.Plan(in)
 	res := PassResult{Input: in, Output: out}
+	if snap.Config != nil {
+		res.PassInterval = snap.Config.WithDefaults().PassInterval
+	}
 	s.mu.Lock()
 	s.lastPass = passRecord{at: in.Now, in: in, out: out}
 	s.mu.Unlock()

@@ -40,7 +40,9 @@ tests; it refuses while another serve process plans).
 The planner-wide settings (--pass-interval, --lease-ttl, --idle-timeout,
 --max-placements and the default policy of a --config file) are stored in etcd by the
 first process; a process started with different ones exits with an error naming both,
-unless --replace-config.
+unless --replace-config. After a replace, the leading process follows the stored pass
+interval, max placements and default policy from its next pass; a new lease TTL or idle
+timeout applies to processes started afterwards.
 
 --config FILE is JSON with any of: pass_interval, lease_ttl, idle_timeout (Go durations
 such as "5s"), max_placements, slots ({"merge_wal": 2, …}), memory (bytes), id, listen,
