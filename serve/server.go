@@ -128,7 +128,7 @@ func New(ctx context.Context, db *engine.DB, opts Options) (*Server, error) {
 	}
 	for k, n := range opts.Slots {
 		if !validKind(k) {
-			return nil, fmt.Errorf("serve: slots: unknown kind %q (want %s)", k, kindList())
+			return nil, fmt.Errorf("serve: slots: unknown kind %q (want %s)", k, plan.KindList())
 		}
 		if n < 0 {
 			return nil, fmt.Errorf("serve: slots: %s=%d is negative", k, n)
@@ -161,14 +161,6 @@ func validKind(k plan.Kind) bool {
 		}
 	}
 	return false
-}
-
-func kindList() string {
-	var s []string
-	for _, k := range plan.Kinds {
-		s = append(s, string(k))
-	}
-	return strings.Join(s, ", ")
 }
 
 // SetAddr sets the admin endpoint address the executor advertises (call before Start:

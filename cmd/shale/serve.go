@@ -103,7 +103,7 @@ func (a *app) serveCommand() *cobra.Command {
 	fl.BoolVar(&f.once, "once", false, "plan one pass, run the work it placed here, then exit")
 	fl.StringVar(&f.listen, "listen", "", "admin endpoint address host:port (/metrics, /healthz, /v1/status, /v1/tables/NAME)")
 	fl.StringVar(&f.id, "id", "", "executor id, unique among live processes (default host-pid-random)")
-	fl.StringVar(&f.slots, "slots", "", "work slots per kind, KIND=N,... (kinds: "+kindNames()+"; default 1 each)")
+	fl.StringVar(&f.slots, "slots", "", "work slots per kind, KIND=N,... (kinds: "+plan.KindList()+"; default 1 each)")
 	fl.StringVar(&f.memory, "memory", "1GiB", "memory budget the planner reserves work against (bytes, or with KB, MB, GB, KiB, MiB, GiB)")
 	fl.DurationVar(&f.passInterval, "pass-interval", state.DefaultPassInterval, "how often the planner plans (it also plans when work is released)")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", state.DefaultLeaseTTL, "executor lease: a dead process's work is released within it (whole seconds, at least 2s)")
@@ -114,14 +114,6 @@ func (a *app) serveCommand() *cobra.Command {
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", time.Minute, "on SIGTERM, how long running work may finish before it is handed back")
 	cmd.AddCommand(a.serveStatusCommand(), a.servePolicyCommand(), a.serveRetryCommand())
 	return cmd
-}
-
-func kindNames() string {
-	var s []string
-	for _, k := range plan.Kinds {
-		s = append(s, string(k))
-	}
-	return strings.Join(s, ", ")
 }
 
 // options builds serve.Options from the config file and the flags (flags win). Every
@@ -216,7 +208,7 @@ func (f *serveFlags) options(fs *pflag.FlagSet) (serve.Options, error) {
 			}
 			kind := plan.Kind(strings.TrimSpace(k))
 			if !knownKind(kind) {
-				return o, usagef("--slots %q: unknown kind %q (want %s)", slots, k, kindNames())
+				return o, usagef("--slots %q: unknown kind %q (want %s)", slots, k, plan.KindList())
 			}
 			o.Slots[kind] = n
 		}

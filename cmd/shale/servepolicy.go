@@ -14,6 +14,7 @@ import (
 
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/serve"
+	"github.com/shale-db/shale/serve/admin"
 	"github.com/shale-db/shale/serve/plan"
 	"github.com/shale-db/shale/serve/state"
 )
@@ -131,30 +132,12 @@ func applyPolicySet(p plan.Policy, changes []policyChange) plan.Policy {
 	return p
 }
 
-// policyOut is a full policy in --json (the same members as `shale why`'s policy).
-type policyOut struct {
-	Paused                bool   `json:"paused"`
-	MinGenerations        uint64 `json:"min_generations"`
-	CriticalGenerations   uint64 `json:"critical_generations"`
-	MaxAgeMS              int64  `json:"max_age_ms"`
-	MaxTurnWaitMS         int64  `json:"max_turn_wait_ms"`
-	MinSmallFragments     int    `json:"min_small_fragments"`
-	MinUncovered          int    `json:"min_uncovered"`
-	MaxConsecutiveTurns   int    `json:"max_consecutive_turns"`
-	MaxAttemptsBeforeHold int    `json:"max_attempts_before_hold"`
-}
-
-func toPolicyOut(p plan.Policy) policyOut {
-	return policyOut{p.Paused, p.MinGenerations, p.CriticalGenerations, p.MaxAge.Milliseconds(), p.MaxTurnWait.Milliseconds(),
-		p.MinSmallFragments, p.MinUncovered, p.MaxConsecutiveTurns, p.MaxAttemptsBeforeHold}
-}
-
 // servePolicyReport is `shale serve policy TABLE --json`'s object.
 type servePolicyReport struct {
-	Table    string          `json:"table"`
-	Policy   policyOut       `json:"policy"`   // in force: stored knobs over the defaults
-	Stored   json.RawMessage `json:"stored"`   // the knobs stored for the table ({} when none), as stored
-	Defaults policyOut       `json:"defaults"` // what the table has without stored knobs
+	Table    string           `json:"table"`
+	Policy   admin.PolicyJSON `json:"policy"`   // in force: stored knobs over the defaults
+	Stored   json.RawMessage  `json:"stored"`   // the knobs stored for the table ({} when none), as stored
+	Defaults admin.PolicyJSON `json:"defaults"` // what the table has without stored knobs
 }
 
 // serveTable checks that table is a table of the store and returns the serve state.
@@ -239,8 +222,8 @@ built-in ones. docs/operations.md describes each knob.`,
 			defaults := cfg.WithDefaults().Policy
 			effective := serve.EffectivePolicy(stored, defaults)
 			if a.jsonOut {
-				return a.printJSON(servePolicyReport{Table: table, Policy: toPolicyOut(effective),
-					Stored: json.RawMessage(state.EncodePolicy(stored)), Defaults: toPolicyOut(defaults)})
+				return a.printJSON(servePolicyReport{Table: table, Policy: admin.NewPolicyJSON(effective),
+					Stored: json.RawMessage(state.EncodePolicy(stored)), Defaults: admin.NewPolicyJSON(defaults)})
 			}
 			var names []string
 			for _, k := range policyKnobs {
@@ -301,7 +284,7 @@ func (a *app) serveRetryCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "retry TABLE [KIND]",
 		Short: "Clear a table's failure ledger so shale serve retries its work now",
-		Long: `Deletes the failure ledger entries of TABLE (of KIND only when given; kinds: ` + kindNames() + `)
+		Long: `Deletes the failure ledger entries of TABLE (of KIND only when given; kinds: ` + plan.KindList() + `)
 and prints what they said. Work held as needs_attention, or waiting out a back-off, is
 placed again by the next planning pass. Fix what the entry's last error names first: the
 ledger only decides whether and when work is retried, so clearing it is always safe, but
@@ -313,7 +296,7 @@ work that fails again is held again.`,
 			if len(args) == 2 {
 				k := plan.Kind(args[1])
 				if !knownKind(k) {
-					return usagef("unknown kind %q (want %s)", args[1], kindNames())
+					return usagef("unknown kind %q (want %s)", args[1], plan.KindList())
 				}
 				kinds = append(kinds, k)
 			}

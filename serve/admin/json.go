@@ -120,7 +120,7 @@ type TableReport struct {
 type tableReportJSON struct {
 	Table       string                 `json:"table"`
 	State       tableStateJSON         `json:"state"`
-	Policy      policyJSON             `json:"policy"`
+	Policy      PolicyJSON             `json:"policy"`
 	Units       []unitJSON             `json:"units"`
 	Skips       []skipJSON             `json:"skips"`
 	Next        string                 `json:"next,omitempty"`
@@ -151,17 +151,25 @@ type tableStateJSON struct {
 	Unreadable             string    `json:"unreadable,omitempty"`
 }
 
-// policyJSON is plan.Policy's JSON.
-type policyJSON struct {
-	Paused                bool   `json:"paused"`
-	MinGenerations        uint64 `json:"min_generations"`
-	CriticalGenerations   uint64 `json:"critical_generations"`
-	MaxAgeMS              int64  `json:"max_age_ms"`
-	MaxTurnWaitMS         int64  `json:"max_turn_wait_ms"`
-	MinSmallFragments     int    `json:"min_small_fragments"`
-	MinUncovered          int    `json:"min_uncovered"`
-	MaxConsecutiveTurns   int    `json:"max_consecutive_turns"`
-	MaxAttemptsBeforeHold int    `json:"max_attempts_before_hold"`
+// PolicyJSON is plan.Policy's JSON, as /v1/tables/{name}, `shale why --json` and
+// `shale serve policy --json` print it: snake_case knobs, durations in whole
+// milliseconds (*_ms). Build one with NewPolicyJSON.
+type PolicyJSON struct {
+	Paused                bool   `json:"paused"`                   // no work is placed on the table
+	MinGenerations        uint64 `json:"min_generations"`          // pending WAL generations for merge score 1
+	CriticalGenerations   uint64 `json:"critical_generations"`     // pending generations that make a merge critical
+	MaxAgeMS              int64  `json:"max_age_ms"`               // merge score age boost period, milliseconds
+	MaxTurnWaitMS         int64  `json:"max_turn_wait_ms"`         // waits longer than this are promoted, milliseconds
+	MinSmallFragments     int    `json:"min_small_fragments"`      // small fragments for compaction score 1
+	MinUncovered          int    `json:"min_uncovered"`            // uncovered fragments for index score 1
+	MaxConsecutiveTurns   int    `json:"max_consecutive_turns"`    // write turns one kind may take in a row while another waits
+	MaxAttemptsBeforeHold int    `json:"max_attempts_before_hold"` // retryable failures before needs_attention
+}
+
+// NewPolicyJSON is p's JSON form (durations truncated to milliseconds).
+func NewPolicyJSON(p plan.Policy) PolicyJSON {
+	return PolicyJSON{p.Paused, p.MinGenerations, p.CriticalGenerations, p.MaxAge.Milliseconds(), p.MaxTurnWait.Milliseconds(),
+		p.MinSmallFragments, p.MinUncovered, p.MaxConsecutiveTurns, p.MaxAttemptsBeforeHold}
 }
 
 // unitJSON is plan.Unit's JSON (Table is the report's).
@@ -208,13 +216,7 @@ func (r TableReport) MarshalJSON() ([]byte, error) {
 			LargestGenerationBytes: st.LargestGeneration, CompactBytes: st.CompactBytes, IndexBytes: st.IndexBytes,
 			Dropped: st.Dropped, Unreadable: st.Unreadable,
 		},
-		Policy: policyJSON{
-			Paused: r.Policy.Paused, MinGenerations: r.Policy.MinGenerations,
-			CriticalGenerations: r.Policy.CriticalGenerations, MaxAgeMS: r.Policy.MaxAge.Milliseconds(),
-			MaxTurnWaitMS: r.Policy.MaxTurnWait.Milliseconds(), MinSmallFragments: r.Policy.MinSmallFragments,
-			MinUncovered: r.Policy.MinUncovered, MaxConsecutiveTurns: r.Policy.MaxConsecutiveTurns,
-			MaxAttemptsBeforeHold: r.Policy.MaxAttemptsBeforeHold,
-		},
+		Policy:      NewPolicyJSON(r.Policy),
 		Units:       make([]unitJSON, 0, len(r.Units)),
 		Skips:       make([]skipJSON, 0, len(r.Skips)),
 		Next:        r.Next,

@@ -1,6 +1,9 @@
 package plan
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Kind is a kind of maintenance work the sidecar places.
 type Kind string
@@ -21,6 +24,15 @@ const (
 
 // Kinds lists every kind in a fixed order (ties in ordering break by it).
 var Kinds = []Kind{KindRecover, KindPublish, KindMergeWAL, KindCompact, KindIndex}
+
+// KindList is Kinds as "recover, publish, …" (for usage and error messages).
+func KindList() string {
+	s := make([]string, len(Kinds))
+	for i, k := range Kinds {
+		s[i] = string(k)
+	}
+	return strings.Join(s, ", ")
+}
 
 // TakesWriteTurn reports whether work of kind k holds the table's write turn while it
 // runs (one such unit per table at a time). Compaction and index builds prepare outside
