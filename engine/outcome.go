@@ -113,6 +113,7 @@ func (t *Table) commit(ctx context.Context, txn manifest.Transaction) (CommitRes
 	}
 	opts := t.db.opts.Commit
 	opts.Groups = t.db.groups()
+	opts.CheckHead = opts.CheckHead || t.contended
 	var (
 		m     *manifest.Manifest
 		stats manifest.CommitStats
@@ -155,6 +156,7 @@ func (t *Table) commit(ctx context.Context, txn manifest.Transaction) (CommitRes
 		return CommitResult{}, err
 	}
 	t.m = m
+	t.contended = len(stats.Rebased) > 0
 	res := CommitResult{Version: m.Version, Attempts: stats.Attempts, Rebased: stats.Rebased}
 	also, err := t.publish(ctx, m, stats.Checksum)
 	if err != nil {
@@ -341,6 +343,7 @@ func (t *Table) refreshHead(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	t.contended = t.contended || m.Version != t.m.Version
 	t.m = m
 	return nil
 }

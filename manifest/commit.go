@@ -32,11 +32,21 @@ var ErrTooManyAttempts = errors.New("commit attempts exhausted")
 type CommitOptions struct {
 	// MaxAttempts bounds put-if-absent attempts (default 200).
 	MaxAttempts int
-	// BaseBackoff is the first backoff after a lost race; it doubles per consecutive loss up
-	// to MaxBackoff, with full jitter (defaults 2 ms and 10 ms: about one commit's latency
-	// on local disk; a 250 ms cap let one writer process take nearly every commit while the
-	// others waited seconds, see benchmarks/RESULTS.md).
+	// BaseBackoff bounds the backoff after the second consecutive lost race (the first is
+	// retried at once: the loser has just read forward to HEAD, and sleeping would only
+	// let it fall behind again); it doubles per further consecutive loss up to MaxBackoff,
+	// with full jitter (defaults 1 ms and 8 ms: below one commit's latency on local disk;
+	// a 250 ms cap let one writer process take nearly every commit while the others
+	// waited seconds, see benchmarks/RESULTS.md). Every attempt after a backoff reads
+	// forward to HEAD again before it writes anything.
 	BaseBackoff, MaxBackoff time.Duration
+	// CheckHead reads forward to HEAD before the first attempt writes anything, as every
+	// later attempt does (one GET of the next version, a miss when nothing was committed
+	// since the read manifest). A caller that expects concurrent writers sets it: an
+	// attempt built on a version that is already stale costs a transaction record and a
+	// manifest written (and fsynced) in vain. Without it the first attempt trusts read to
+	// be HEAD, as a single writer's handle is.
+	CheckHead bool
 	// Groups decides whether a prepared version of a multi-table group counts (nil: every
 	// version counts; only the engine's multi-table commits create groups, and they need a
 	// catalog).
@@ -65,10 +75,10 @@ func (o CommitOptions) withDefaults() CommitOptions {
 		o.MaxAttempts = 200
 	}
 	if o.BaseBackoff == 0 {
-		o.BaseBackoff = 2 * time.Millisecond
+		o.BaseBackoff = time.Millisecond
 	}
 	if o.MaxBackoff == 0 {
-		o.MaxBackoff = 10 * time.Millisecond
+		o.MaxBackoff = 8 * time.Millisecond
 	}
 	return o
 }
@@ -168,11 +178,20 @@ func Commit(ctx context.Context, s store.Store, table string, read *Manifest, tx
 			return w.result(err)
 		}
 	}
-	losses := 0
+	losses, fresh := 0, !opts.CheckHead
 	for w.stats.Attempts < opts.MaxAttempts {
 		if err := ctx.Err(); err != nil {
 			return nil, w.stats, err
 		}
+		if !fresh {
+			// Versions committed since the walk last read forward (while the caller
+			// wrote its data, or while this loop backed off) would make this attempt
+			// lose: build on them instead of writing a record and a manifest in vain.
+			if err := w.forward(); err != nil {
+				return w.result(err)
+			}
+		}
+		fresh = false
 		parent, err := w.buildParent()
 		if err != nil {
 			return nil, w.stats, err
@@ -238,7 +257,12 @@ func Commit(ctx context.Context, s store.Store, table string, read *Manifest, tx
 				return w.result(err)
 			}
 			losses++
-			if err := backoff(ctx, opts, losses); err != nil {
+			if losses == 1 {
+				// Just read forward to HEAD: retry at once (see CommitOptions.BaseBackoff).
+				fresh = true
+				continue
+			}
+			if err := backoff(ctx, opts, losses-1); err != nil {
 				return nil, w.stats, err
 			}
 		default:
@@ -470,13 +494,10 @@ func conflictFromBuild(table string, parent *Manifest, txn Transaction, err erro
 		TheirsVersion: parent.Version, Reason: err.Error()}
 }
 
-func backoff(ctx context.Context, opts CommitOptions, losses int) error {
-	d := opts.BaseBackoff << min(losses, 16)
-	if d > opts.MaxBackoff || d <= 0 {
-		d = opts.MaxBackoff
-	}
-	d = time.Duration(rand.Int64N(int64(d) + 1))
-	t := time.NewTimer(d)
+// backoff sleeps a random duration up to BaseBackoff << (n-1), capped at MaxBackoff (full
+// jitter): n is the number of consecutive losses that back off, from 1.
+func backoff(ctx context.Context, opts CommitOptions, n int) error {
+	t := time.NewTimer(backoffDuration(opts, n))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
@@ -484,6 +505,15 @@ func backoff(ctx context.Context, opts CommitOptions, losses int) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// backoffDuration is backoff's random duration.
+func backoffDuration(opts CommitOptions, n int) time.Duration {
+	d := opts.BaseBackoff << min(max(n-1, 0), 16)
+	if d > opts.MaxBackoff || d <= 0 {
+		d = opts.MaxBackoff
+	}
+	return time.Duration(rand.Int64N(int64(d) + 1))
 }
 
 // CatchUp reads forward from m to HEAD (one GET per newer version) and returns the
