@@ -105,6 +105,12 @@ const unknownRetries = 3
 // commit loop's conflicts are decisions (it reads forward for an earlier attempt before
 // reporting one), so a conflict after an unknown attempt means Rejected.
 func (t *Table) commit(ctx context.Context, txn manifest.Transaction) (CommitResult, error) {
+	return t.commitStaged(ctx, txn, nil)
+}
+
+// commitStaged is commit that writes stage (txn's own data files, not yet written) with
+// the first attempt's transaction record (manifest.CommitOptions.Stage).
+func (t *Table) commitStaged(ctx context.Context, txn manifest.Transaction, stage []store.Object) (CommitResult, error) {
 	if t.readOnly {
 		return CommitResult{}, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
 	}
@@ -114,6 +120,7 @@ func (t *Table) commit(ctx context.Context, txn manifest.Transaction) (CommitRes
 	opts := t.db.opts.Commit
 	opts.Groups = t.db.groups()
 	opts.CheckHead = opts.CheckHead || t.contended
+	opts.Stage = stage
 	var (
 		m     *manifest.Manifest
 		stats manifest.CommitStats
@@ -122,6 +129,9 @@ func (t *Table) commit(ctx context.Context, txn manifest.Transaction) (CommitRes
 	unknown := false
 	for attempt := 0; ; attempt++ {
 		m, stats, err = manifest.Commit(ctx, t.db.store, t.name, t.m, txn, opts)
+		if stats.Staged {
+			opts.Stage = nil // written: a re-run for the same transaction must not need them
+		}
 		if err == nil {
 			break
 		}

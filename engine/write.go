@@ -13,6 +13,7 @@ import (
 
 	"github.com/shale-db/shale/internal/fragment"
 	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/store"
 )
 
 // checkSchema reports whether records with schema got can be stored in a table with schema
@@ -93,6 +94,11 @@ func checkNulls(table string, schema *arrow.Schema, rec arrow.RecordBatch) error
 // commit of txnID names them; on error they are left for GC, which fences txnID before
 // deleting them.
 func (t *Table) writeFragments(ctx context.Context, rdr array.RecordReader, schema *arrow.Schema, fieldIDs []int32, txnID string) ([]manifest.Fragment, int64, error) {
+	return t.writeFragmentsTo(ctx, t.db.store, rdr, schema, fieldIDs, txnID)
+}
+
+// writeFragmentsTo is writeFragments through st (a stagingStore, for Append).
+func (t *Table) writeFragmentsTo(ctx context.Context, st store.Store, rdr array.RecordReader, schema *arrow.Schema, fieldIDs []int32, txnID string) ([]manifest.Fragment, int64, error) {
 	if err := checkSchema(t.name, schema, rdr.Schema()); err != nil {
 		return nil, 0, err
 	}
@@ -100,7 +106,7 @@ func (t *Table) writeFragments(ctx context.Context, rdr array.RecordReader, sche
 	if err != nil {
 		return nil, 0, err
 	}
-	w, err := fragment.NewWriter(ctx, t.db.store, manifest.TxnDataDir(t.name, txnID), schema, fieldIDs, wo)
+	w, err := fragment.NewWriter(ctx, st, manifest.TxnDataDir(t.name, txnID), schema, fieldIDs, wo)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -180,7 +186,10 @@ func (t *Table) Append(ctx context.Context, rdr array.RecordReader, opts ...Writ
 		t.m = m0
 	}
 	txn := t.newTxn(manifest.OpAppend, o)
-	frags, rows, err := t.writeFragments(ctx, rdr, t.Schema(), t.m.Schema.FieldIDs, txn.ID)
+	// The last data file is written by the commit's first attempt, together with the
+	// transaction record (their fsyncs overlap); it is durable before the manifest exists.
+	st := &stagingStore{Store: t.db.store}
+	frags, rows, err := t.writeFragmentsTo(ctx, st, rdr, t.Schema(), t.m.Schema.FieldIDs, txn.ID)
 	if err != nil {
 		return t.settleWrite(ctx, txn, CommitResult{}, err)
 	}
@@ -188,7 +197,7 @@ func (t *Table) Append(ctx context.Context, rdr array.RecordReader, opts ...Writ
 		return CommitResult{Version: t.m.Version}, nil
 	}
 	txn.Op.NewFragments = frags
-	res, err := t.commit(ctx, txn)
+	res, err := t.commitStaged(ctx, txn, st.take())
 	res.Rows = rows
 	return t.settleWrite(ctx, txn, res, err)
 }

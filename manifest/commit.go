@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/shale-db/shale/internal/failpoint"
@@ -47,6 +48,13 @@ type CommitOptions struct {
 	// manifest written (and fsynced) in vain. Without it the first attempt trusts read to
 	// be HEAD, as a single writer's handle is.
 	CheckHead bool
+	// Stage are objects the first attempt writes together with its transaction record
+	// (store.PutAllThenPutIfAbsent): the transaction's own data files, written under its
+	// id, which a caller may hand over here instead of putting them first, so their
+	// fsyncs overlap the record's and the manifest's. Every one is durable before the
+	// manifest is created. CommitStats.Staged reports whether they were written; a caller
+	// running Commit again for the same transaction passes them again until they were.
+	Stage []store.Object
 	// Groups decides whether a prepared version of a multi-table group counts (nil: every
 	// version counts; only the engine's multi-table commits create groups, and they need a
 	// catalog).
@@ -94,6 +102,8 @@ type CommitStats struct {
 	// DeletionsMerged counts fragments whose deletion vector was merged with a concurrent
 	// delete or update of other rows (a rebase without re-reading data).
 	DeletionsMerged int
+	// Staged: CommitOptions.Stage were written (durably), with the first attempt's record.
+	Staged bool
 }
 
 // ErrLandedExpired: the transaction had already committed, in a version garbage
@@ -212,11 +222,16 @@ func Commit(ctx context.Context, s store.Store, table string, read *Manifest, tx
 		if err := seamBeforeTxnPut.Inject(ctx); err != nil {
 			return nil, w.stats, err
 		}
-		// The record is durable before the manifest is created (the order verify and
-		// repair rely on); a store that can overlaps the two writes' staging (on local
-		// disk both temp files are fsynced at once).
+		// The record (and the first attempt's staged data files) are durable before the
+		// manifest is created (the order verify and repair rely on); a store that can
+		// overlaps the writes' staging (on local disk every temp file is fsynced at once,
+		// then the renames' directories).
+		puts := []store.Object{{Key: next.TxnKey, Data: rec}}
+		if !w.stats.Staged {
+			puts = append(slices.Clip(opts.Stage), puts...)
+		}
 		seamErr := false
-		putErr, err := store.PutThenPutIfAbsent(ctx, s, next.TxnKey, rec, func(ctx context.Context) error {
+		putErr, err := store.PutAllThenPutIfAbsent(ctx, s, puts, func(ctx context.Context) error {
 			if err := seamBeforeVersionPut.Inject(ctx); err != nil {
 				seamErr = true
 				return err
@@ -226,6 +241,7 @@ func Commit(ctx context.Context, s store.Store, table string, read *Manifest, tx
 		if putErr != nil {
 			return nil, w.stats, fmt.Errorf("table %q: write transaction record: %w", table, putErr)
 		}
+		w.stats.Staged = true
 		if seamErr {
 			return nil, w.stats, err
 		}
