@@ -41,8 +41,8 @@ func PutThenPutIfAbsent(ctx context.Context, s Store, putKey string, putData []b
 
 // Object is a key and the bytes a Put writes there.
 type Object struct {
-	Key  string
-	Data []byte
+	Key  string // the object's key
+	Data []byte // its bytes
 }
 
 // BatchSequencer is implemented by stores that can stage several Puts together with the
