@@ -95,11 +95,9 @@ func TestInterruptedAppendIsRejectedWithItsTransaction(t *testing.T) {
 	if !errors.As(err, &we) || OutcomeOf(err) != Rejected || !errors.Is(err, context.Canceled) {
 		t.Fatalf("interrupted append: %v (%T), want a Rejected *WriteError wrapping context.Canceled", err, err)
 	}
-	// Two files were encoded; the first was put when the second arrived, and the second,
-	// held back for the commit's first attempt (stagingStore), was never written.
 	objs, err := s.List(context.Background(), manifest.TxnDataDir("t", we.Txn.ID), 0)
-	if err != nil || len(objs) != 1 {
-		t.Fatalf("data files of the interrupted transaction: %v, %v; want 1", objs, err)
+	if err != nil || len(objs) != 2 {
+		t.Fatalf("data files of the interrupted transaction: %v, %v; want 2", objs, err)
 	}
 	if head, err := manifest.Head(context.Background(), s, "t"); err != nil || head != tbl.Version() {
 		t.Fatalf("HEAD %d, %v; want %d (nothing committed)", head, err, tbl.Version())

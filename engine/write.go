@@ -164,6 +164,14 @@ func (t *Table) writeFragmentsTo(ctx context.Context, st store.Store, rdr array.
 // (Unknown: pass its Txn to Retry). A duplicate idempotency key is not an error: see
 // WithIdempotencyKey.
 func (t *Table) Append(ctx context.Context, rdr array.RecordReader, opts ...WriteOption) (CommitResult, error) {
+	return t.append(ctx, rdr, false, opts...)
+}
+
+// append is Append; with stage, the last data file is written by the commit's first
+// attempt, together with the transaction record (their fsyncs overlap; it is durable
+// before the manifest exists). AppendRecord stages: its input is one record in memory,
+// so the held file is small and nothing waits for it to appear before the commit.
+func (t *Table) append(ctx context.Context, rdr array.RecordReader, stage bool, opts ...WriteOption) (CommitResult, error) {
 	if t.readOnly {
 		return CommitResult{}, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
 	}
@@ -186,9 +194,11 @@ func (t *Table) Append(ctx context.Context, rdr array.RecordReader, opts ...Writ
 		t.m = m0
 	}
 	txn := t.newTxn(manifest.OpAppend, o)
-	// The last data file is written by the commit's first attempt, together with the
-	// transaction record (their fsyncs overlap); it is durable before the manifest exists.
-	st := &stagingStore{Store: t.db.store}
+	var st store.Store = t.db.store
+	staging := &stagingStore{Store: t.db.store}
+	if stage {
+		st = staging
+	}
 	frags, rows, err := t.writeFragmentsTo(ctx, st, rdr, t.Schema(), t.m.Schema.FieldIDs, txn.ID)
 	if err != nil {
 		return t.settleWrite(ctx, txn, CommitResult{}, err)
@@ -197,20 +207,23 @@ func (t *Table) Append(ctx context.Context, rdr array.RecordReader, opts ...Writ
 		return CommitResult{Version: t.m.Version}, nil
 	}
 	txn.Op.NewFragments = frags
-	res, err := t.commitStaged(ctx, txn, st.take())
+	res, err := t.commitStaged(ctx, txn, staging.take())
 	res.Rows = rows
 	return t.settleWrite(ctx, txn, res, err)
 }
 
 // AppendRecord appends one record batch: Append with a reader of rec alone. rec is not
-// retained after the call. Errors and outcomes as Append.
+// retained after the call. Errors and outcomes as Append. Its last data file (up to 8
+// MiB) is written by the commit's first attempt, with the transaction record, rather
+// than before the commit begins (docs/architecture.md, "What is on disk when a write
+// returns"): durable before the manifest exists all the same.
 func (t *Table) AppendRecord(ctx context.Context, rec arrow.RecordBatch, opts ...WriteOption) (CommitResult, error) {
 	rdr, err := array.NewRecordReader(rec.Schema(), []arrow.RecordBatch{rec})
 	if err != nil {
 		return CommitResult{}, err
 	}
 	defer rdr.Release()
-	return t.Append(ctx, rdr, opts...)
+	return t.append(ctx, rdr, true, opts...)
 }
 
 // Overwrite replaces every row (and the schema) with the rows of rdr in one new version.
