@@ -105,6 +105,12 @@ const unknownRetries = 3
 // commit loop's conflicts are decisions (it reads forward for an earlier attempt before
 // reporting one), so a conflict after an unknown attempt means Rejected.
 func (t *Table) commit(ctx context.Context, txn manifest.Transaction) (CommitResult, error) {
+	return t.commitStaged(ctx, txn, nil)
+}
+
+// commitStaged is commit that writes stage (txn's own data files, not yet written) with
+// the first attempt's transaction record (manifest.CommitOptions.Stage).
+func (t *Table) commitStaged(ctx context.Context, txn manifest.Transaction, stage []store.Object) (CommitResult, error) {
 	if t.readOnly {
 		return CommitResult{}, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
 	}
@@ -113,6 +119,8 @@ func (t *Table) commit(ctx context.Context, txn manifest.Transaction) (CommitRes
 	}
 	opts := t.db.opts.Commit
 	opts.Groups = t.db.groups()
+	opts.CheckHead = opts.CheckHead || t.contended
+	opts.Stage = stage
 	var (
 		m     *manifest.Manifest
 		stats manifest.CommitStats
@@ -121,6 +129,9 @@ func (t *Table) commit(ctx context.Context, txn manifest.Transaction) (CommitRes
 	unknown := false
 	for attempt := 0; ; attempt++ {
 		m, stats, err = manifest.Commit(ctx, t.db.store, t.name, t.m, txn, opts)
+		if stats.Staged {
+			opts.Stage = nil // written: a re-run for the same transaction must not need them
+		}
 		if err == nil {
 			break
 		}
@@ -155,6 +166,7 @@ func (t *Table) commit(ctx context.Context, txn manifest.Transaction) (CommitRes
 		return CommitResult{}, err
 	}
 	t.m = m
+	t.contended = len(stats.Rebased) > 0
 	res := CommitResult{Version: m.Version, Attempts: stats.Attempts, Rebased: stats.Rebased}
 	also, err := t.publish(ctx, m, stats.Checksum)
 	if err != nil {
@@ -341,6 +353,7 @@ func (t *Table) refreshHead(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	t.contended = t.contended || m.Version != t.m.Version
 	t.m = m
 	return nil
 }

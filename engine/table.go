@@ -26,6 +26,10 @@ type Table struct {
 	name     string
 	m        *manifest.Manifest
 	readOnly bool
+	// contended: other writers committed since this handle's previous write planned (its
+	// refresh moved, or its commit rebased); the next commit then reads forward before its
+	// first attempt (manifest.CommitOptions.CheckHead). A hint for speed only.
+	contended bool
 }
 
 // Name is the table name.

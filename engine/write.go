@@ -13,6 +13,7 @@ import (
 
 	"github.com/shale-db/shale/internal/fragment"
 	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/store"
 )
 
 // checkSchema reports whether records with schema got can be stored in a table with schema
@@ -93,6 +94,11 @@ func checkNulls(table string, schema *arrow.Schema, rec arrow.RecordBatch) error
 // commit of txnID names them; on error they are left for GC, which fences txnID before
 // deleting them.
 func (t *Table) writeFragments(ctx context.Context, rdr array.RecordReader, schema *arrow.Schema, fieldIDs []int32, txnID string) ([]manifest.Fragment, int64, error) {
+	return t.writeFragmentsTo(ctx, t.db.store, rdr, schema, fieldIDs, txnID)
+}
+
+// writeFragmentsTo is writeFragments through st (a stagingStore, for Append).
+func (t *Table) writeFragmentsTo(ctx context.Context, st store.Store, rdr array.RecordReader, schema *arrow.Schema, fieldIDs []int32, txnID string) ([]manifest.Fragment, int64, error) {
 	if err := checkSchema(t.name, schema, rdr.Schema()); err != nil {
 		return nil, 0, err
 	}
@@ -100,7 +106,7 @@ func (t *Table) writeFragments(ctx context.Context, rdr array.RecordReader, sche
 	if err != nil {
 		return nil, 0, err
 	}
-	w, err := fragment.NewWriter(ctx, t.db.store, manifest.TxnDataDir(t.name, txnID), schema, fieldIDs, wo)
+	w, err := fragment.NewWriter(ctx, st, manifest.TxnDataDir(t.name, txnID), schema, fieldIDs, wo)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -158,6 +164,14 @@ func (t *Table) writeFragments(ctx context.Context, rdr array.RecordReader, sche
 // (Unknown: pass its Txn to Retry). A duplicate idempotency key is not an error: see
 // WithIdempotencyKey.
 func (t *Table) Append(ctx context.Context, rdr array.RecordReader, opts ...WriteOption) (CommitResult, error) {
+	return t.append(ctx, rdr, false, opts...)
+}
+
+// append is Append; with stage, the last data file is written by the commit's first
+// attempt, together with the transaction record (their fsyncs overlap; it is durable
+// before the manifest exists). AppendRecord stages: its input is one record in memory,
+// so the held file is small and nothing waits for it to appear before the commit.
+func (t *Table) append(ctx context.Context, rdr array.RecordReader, stage bool, opts ...WriteOption) (CommitResult, error) {
 	if t.readOnly {
 		return CommitResult{}, fmt.Errorf("table %q at version %d: %w", t.name, t.m.Version, ErrReadOnly)
 	}
@@ -180,7 +194,12 @@ func (t *Table) Append(ctx context.Context, rdr array.RecordReader, opts ...Writ
 		t.m = m0
 	}
 	txn := t.newTxn(manifest.OpAppend, o)
-	frags, rows, err := t.writeFragments(ctx, rdr, t.Schema(), t.m.Schema.FieldIDs, txn.ID)
+	var st store.Store = t.db.store
+	staging := &stagingStore{Store: t.db.store}
+	if stage {
+		st = staging
+	}
+	frags, rows, err := t.writeFragmentsTo(ctx, st, rdr, t.Schema(), t.m.Schema.FieldIDs, txn.ID)
 	if err != nil {
 		return t.settleWrite(ctx, txn, CommitResult{}, err)
 	}
@@ -188,20 +207,23 @@ func (t *Table) Append(ctx context.Context, rdr array.RecordReader, opts ...Writ
 		return CommitResult{Version: t.m.Version}, nil
 	}
 	txn.Op.NewFragments = frags
-	res, err := t.commit(ctx, txn)
+	res, err := t.commitStaged(ctx, txn, staging.take())
 	res.Rows = rows
 	return t.settleWrite(ctx, txn, res, err)
 }
 
 // AppendRecord appends one record batch: Append with a reader of rec alone. rec is not
-// retained after the call. Errors and outcomes as Append.
+// retained after the call. Errors and outcomes as Append. Its last data file (up to 8
+// MiB) is written by the commit's first attempt, with the transaction record, rather
+// than before the commit begins (docs/architecture.md, "What is on disk when a write
+// returns"): durable before the manifest exists all the same.
 func (t *Table) AppendRecord(ctx context.Context, rec arrow.RecordBatch, opts ...WriteOption) (CommitResult, error) {
 	rdr, err := array.NewRecordReader(rec.Schema(), []arrow.RecordBatch{rec})
 	if err != nil {
 		return CommitResult{}, err
 	}
 	defer rdr.Release()
-	return t.Append(ctx, rdr, opts...)
+	return t.append(ctx, rdr, true, opts...)
 }
 
 // Overwrite replaces every row (and the schema) with the rows of rdr in one new version.

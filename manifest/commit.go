@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/shale-db/shale/internal/failpoint"
@@ -32,11 +33,28 @@ var ErrTooManyAttempts = errors.New("commit attempts exhausted")
 type CommitOptions struct {
 	// MaxAttempts bounds put-if-absent attempts (default 200).
 	MaxAttempts int
-	// BaseBackoff is the first backoff after a lost race; it doubles per consecutive loss up
-	// to MaxBackoff, with full jitter (defaults 2 ms and 10 ms: about one commit's latency
-	// on local disk; a 250 ms cap let one writer process take nearly every commit while the
-	// others waited seconds, see benchmarks/RESULTS.md).
+	// BaseBackoff bounds the backoff after the second consecutive lost race (the first is
+	// retried at once: the loser has just read forward to HEAD, and sleeping would only
+	// let it fall behind again); it doubles per further consecutive loss up to MaxBackoff,
+	// with full jitter (defaults 1 ms and 8 ms: below one commit's latency on local disk;
+	// a 250 ms cap let one writer process take nearly every commit while the others
+	// waited seconds, see benchmarks/RESULTS.md). Every attempt after a backoff reads
+	// forward to HEAD again before it writes anything.
 	BaseBackoff, MaxBackoff time.Duration
+	// CheckHead reads forward to HEAD before the first attempt writes anything, as every
+	// later attempt does (one GET of the next version, a miss when nothing was committed
+	// since the read manifest). A caller that expects concurrent writers sets it: an
+	// attempt built on a version that is already stale costs a transaction record and a
+	// manifest written (and fsynced) in vain. Without it the first attempt trusts read to
+	// be HEAD, as a single writer's handle is.
+	CheckHead bool
+	// Stage are objects the first attempt writes together with its transaction record
+	// (store.PutAllThenPutIfAbsent): the transaction's own data files, written under its
+	// id, which a caller may hand over here instead of putting them first, so their
+	// fsyncs overlap the record's and the manifest's. Every one is durable before the
+	// manifest is created. CommitStats.Staged reports whether they were written; a caller
+	// running Commit again for the same transaction passes them again until they were.
+	Stage []store.Object
 	// Groups decides whether a prepared version of a multi-table group counts (nil: every
 	// version counts; only the engine's multi-table commits create groups, and they need a
 	// catalog).
@@ -65,10 +83,10 @@ func (o CommitOptions) withDefaults() CommitOptions {
 		o.MaxAttempts = 200
 	}
 	if o.BaseBackoff == 0 {
-		o.BaseBackoff = 2 * time.Millisecond
+		o.BaseBackoff = time.Millisecond
 	}
 	if o.MaxBackoff == 0 {
-		o.MaxBackoff = 10 * time.Millisecond
+		o.MaxBackoff = 8 * time.Millisecond
 	}
 	return o
 }
@@ -84,6 +102,8 @@ type CommitStats struct {
 	// DeletionsMerged counts fragments whose deletion vector was merged with a concurrent
 	// delete or update of other rows (a rebase without re-reading data).
 	DeletionsMerged int
+	// Staged: CommitOptions.Stage were written (durably), with the first attempt's record.
+	Staged bool
 }
 
 // ErrLandedExpired: the transaction had already committed, in a version garbage
@@ -168,11 +188,20 @@ func Commit(ctx context.Context, s store.Store, table string, read *Manifest, tx
 			return w.result(err)
 		}
 	}
-	losses := 0
+	losses, fresh := 0, !opts.CheckHead
 	for w.stats.Attempts < opts.MaxAttempts {
 		if err := ctx.Err(); err != nil {
 			return nil, w.stats, err
 		}
+		if !fresh {
+			// Versions committed since the walk last read forward (while the caller
+			// wrote its data, or while this loop backed off) would make this attempt
+			// lose: build on them instead of writing a record and a manifest in vain.
+			if err := w.forward(); err != nil {
+				return w.result(err)
+			}
+		}
+		fresh = false
 		parent, err := w.buildParent()
 		if err != nil {
 			return nil, w.stats, err
@@ -193,11 +222,16 @@ func Commit(ctx context.Context, s store.Store, table string, read *Manifest, tx
 		if err := seamBeforeTxnPut.Inject(ctx); err != nil {
 			return nil, w.stats, err
 		}
-		// The record is durable before the manifest is created (the order verify and
-		// repair rely on); a store that can overlaps the two writes' staging (on local
-		// disk both temp files are fsynced at once).
+		// The record (and the first attempt's staged data files) are durable before the
+		// manifest is created (the order verify and repair rely on); a store that can
+		// overlaps the writes' staging (on local disk every temp file is fsynced at once,
+		// then the renames' directories).
+		puts := []store.Object{{Key: next.TxnKey, Data: rec}}
+		if !w.stats.Staged {
+			puts = append(slices.Clip(opts.Stage), puts...)
+		}
 		seamErr := false
-		putErr, err := store.PutThenPutIfAbsent(ctx, s, next.TxnKey, rec, func(ctx context.Context) error {
+		putErr, err := store.PutAllThenPutIfAbsent(ctx, s, puts, func(ctx context.Context) error {
 			if err := seamBeforeVersionPut.Inject(ctx); err != nil {
 				seamErr = true
 				return err
@@ -207,6 +241,7 @@ func Commit(ctx context.Context, s store.Store, table string, read *Manifest, tx
 		if putErr != nil {
 			return nil, w.stats, fmt.Errorf("table %q: write transaction record: %w", table, putErr)
 		}
+		w.stats.Staged = true
 		if seamErr {
 			return nil, w.stats, err
 		}
@@ -238,7 +273,12 @@ func Commit(ctx context.Context, s store.Store, table string, read *Manifest, tx
 				return w.result(err)
 			}
 			losses++
-			if err := backoff(ctx, opts, losses); err != nil {
+			if losses == 1 {
+				// Just read forward to HEAD: retry at once (see CommitOptions.BaseBackoff).
+				fresh = true
+				continue
+			}
+			if err := backoff(ctx, opts, losses-1); err != nil {
 				return nil, w.stats, err
 			}
 		default:
@@ -470,13 +510,10 @@ func conflictFromBuild(table string, parent *Manifest, txn Transaction, err erro
 		TheirsVersion: parent.Version, Reason: err.Error()}
 }
 
-func backoff(ctx context.Context, opts CommitOptions, losses int) error {
-	d := opts.BaseBackoff << min(losses, 16)
-	if d > opts.MaxBackoff || d <= 0 {
-		d = opts.MaxBackoff
-	}
-	d = time.Duration(rand.Int64N(int64(d) + 1))
-	t := time.NewTimer(d)
+// backoff sleeps a random duration up to BaseBackoff << (n-1), capped at MaxBackoff (full
+// jitter): n is the number of consecutive losses that back off, from 1.
+func backoff(ctx context.Context, opts CommitOptions, n int) error {
+	t := time.NewTimer(backoffDuration(opts, n))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
@@ -484,6 +521,15 @@ func backoff(ctx context.Context, opts CommitOptions, losses int) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// backoffDuration is backoff's random duration.
+func backoffDuration(opts CommitOptions, n int) time.Duration {
+	d := opts.BaseBackoff << min(max(n-1, 0), 16)
+	if d > opts.MaxBackoff || d <= 0 {
+		d = opts.MaxBackoff
+	}
+	return time.Duration(rand.Int64N(int64(d) + 1))
 }
 
 // CatchUp reads forward from m to HEAD (one GET per newer version) and returns the

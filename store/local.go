@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -288,18 +289,6 @@ func (s *localStore) prepare(final string, data []byte) (string, error) {
 	return tmp, nil
 }
 
-// prepareBoth is prepare of two objects at once.
-func (s *localStore) prepareBoth(finalA string, dataA []byte, finalB string, dataB []byte) (tmpA string, errA error, tmpB string, errB error) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tmpB, errB = s.prepare(finalB, dataB)
-	}()
-	tmpA, errA = s.prepare(finalA, dataA)
-	<-done
-	return tmpA, errA, tmpB, errB
-}
-
 func (s *localStore) Put(ctx context.Context, key string, data []byte) error {
 	final, err := s.start(ctx, OpPut, key)
 	if err != nil {
@@ -340,33 +329,62 @@ func (s *localStore) PutIfAbsent(ctx context.Context, key string, data []byte) e
 	return s.link(ctx, key, final, tmp, data)
 }
 
-// PutThenPutIfAbsent (Sequencer): both temp files are written and fsynced at once (with
-// the fsyncs of any directory created for either key); then, in order, the Put's rename
-// and the fsync of its directory, between, and the put-if-absent's link and the fsync of
-// its directory. Compared with Put then PutIfAbsent, one temp file fsync is no longer
-// waited for on its own; what is durable when each object becomes visible is the same.
+// PutThenPutIfAbsent (Sequencer): PutAllThenPutIfAbsent with one Put.
 func (s *localStore) PutThenPutIfAbsent(ctx context.Context, putKey string, putData []byte, between func(context.Context) error, key string, data []byte) (error, error) {
-	// Validate the second key before anything is written, without counting it yet.
+	return s.PutAllThenPutIfAbsent(ctx, []Object{{Key: putKey, Data: putData}}, between, key, data)
+}
+
+// PutAllThenPutIfAbsent (BatchSequencer): every temp file is written and fsynced at once
+// (with the fsyncs of any directory created for a key); then every Put's rename and the
+// fsync of its directory run at once; when all are done, between; then the
+// put-if-absent's link and the fsync of its directory. Compared with the Puts then
+// PutIfAbsent in turn, no fsync waits for another of the same step; what is durable when
+// the put-if-absent object becomes visible is the same.
+func (s *localStore) PutAllThenPutIfAbsent(ctx context.Context, puts []Object, between func(context.Context) error, key string, data []byte) (error, error) {
+	// Validate the put-if-absent's key before anything is written, without counting it yet.
 	if err := validKey(key); err != nil {
 		return s.namer(OpPutIfAbsent, key).fail(ErrPermanent, err), nil
 	}
 	if key == TempDir || strings.HasPrefix(key, TempDir+"/") {
 		return s.namer(OpPutIfAbsent, key).fail(ErrPermanent, fmt.Errorf("key %q is inside the store's temp directory", key)), nil
 	}
-	finalPut, err := s.start(ctx, OpPut, putKey)
-	if err != nil {
-		return err, nil
+	finals := make([]string, len(puts))
+	for i, o := range puts {
+		final, err := s.start(ctx, OpPut, o.Key)
+		if err != nil {
+			return err, nil
+		}
+		finals[i] = final
 	}
 	finalPIA := filepath.Join(s.root, filepath.FromSlash(key))
-	tmpPut, errPut, tmpPIA, errPIA := s.prepareBoth(finalPut, putData, finalPIA, data)
+	tmps, errs := make([]string, len(puts)), make([]error, len(puts))
+	var wg sync.WaitGroup
+	for i := range puts {
+		wg.Go(func() { tmps[i], errs[i] = s.prepare(finals[i], puts[i].Data) })
+	}
+	tmpPIA, errPIA := s.prepare(finalPIA, data)
+	wg.Wait()
 	if errPIA == nil {
 		defer os.Remove(tmpPIA)
 	}
-	if errPut != nil {
-		return s.namer(OpPut, putKey).fail(ErrPermanent, errPut), nil
+	for i, err := range errs {
+		if err != nil {
+			for j, tmp := range tmps {
+				if errs[j] == nil {
+					os.Remove(tmp)
+				}
+			}
+			return s.namer(OpPut, puts[i].Key).fail(ErrPermanent, err), nil
+		}
 	}
-	if err := s.place(putKey, finalPut, tmpPut, putData); err != nil {
-		return err, nil
+	for i := range puts {
+		wg.Go(func() { errs[i] = s.place(puts[i].Key, finals[i], tmps[i], puts[i].Data) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err, nil
+		}
 	}
 	if between != nil {
 		if err := between(ctx); err != nil {
@@ -510,6 +528,7 @@ func (s *localStore) Delete(ctx context.Context, key string) error {
 }
 
 var (
-	_ Store     = (*localStore)(nil)
-	_ Sequencer = (*localStore)(nil)
+	_ Store          = (*localStore)(nil)
+	_ Sequencer      = (*localStore)(nil)
+	_ BatchSequencer = (*localStore)(nil)
 )

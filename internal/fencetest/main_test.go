@@ -59,8 +59,8 @@ func batch(from, to int64) arrow.RecordBatch {
 	return b.NewRecordBatch()
 }
 
-// child runs one operation (mode "append", "delete", "compact", "group", "commit", "pin"
-// or "recover") on table TABLE and prints its result. A write hold is taken at once
+// child runs one operation (mode "append" of 100 rows in two data files, "delete",
+// "compact", "group", "commit", "pin" or "recover") on table TABLE and prints its result. A write hold is taken at once
 // (WriteHoldAfter 1 ms; HOLD_AFTER, a Go duration, overrides it, negative for never), so
 // the parent can show that the hold's lease is not what keeps the write safe.
 func child(mode string) int {
@@ -74,7 +74,14 @@ func child(mode string) int {
 		}
 		holdAfter = d
 	}
-	db, closeDB, err := enginetest.OpenChildDB(ctx, engine.Options{WriteHoldAfter: holdAfter})
+	opts := engine.Options{WriteHoldAfter: holdAfter}
+	if mode == "append" {
+		// Two data files of 50 rows: an append's last file is written by its commit's
+		// first attempt (with the transaction record), so only the first is written
+		// before the commit point, where the paused-writer tests stop it.
+		opts.Write.MaxRowsPerFile = 50
+	}
+	db, closeDB, err := enginetest.OpenChildDB(ctx, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 1

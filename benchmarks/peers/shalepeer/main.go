@@ -53,6 +53,12 @@ import (
 
 func main() {
 	if cfg := os.Getenv(writerEnv); cfg != "" {
+		if path := os.Getenv("SHALEPEER_CPUPROFILE"); path != "" {
+			// Each writer process profiles itself to <path>.writer-<pid>.
+			if f, err := os.Create(fmt.Sprintf("%s.writer-%d", path, os.Getpid())); err == nil && pprof.StartCPUProfile(f) == nil {
+				defer func() { pprof.StopCPUProfile(); f.Close() }()
+			}
+		}
 		if err := runWriterChild(cfg); err != nil {
 			fmt.Fprintln(os.Stderr, "shalepeer writer:", err)
 			os.Exit(1)
