@@ -109,14 +109,25 @@ func scanRecord(t *testing.T, tbl *Table, opts ScanOptions) arrow.RecordBatch {
 	if len(recs) == 0 {
 		return nil
 	}
-	tab := array.NewTableFromRecords(sc.Schema(), recs)
-	defer tab.Release()
-	rdr := array.NewTableReader(tab, tab.NumRows())
-	defer rdr.Release()
-	rdr.Next()
-	out := rdr.RecordBatch()
-	out.Retain()
-	return out
+	// One record of every row (a TableReader would stop at the first chunk boundary).
+	cols := make([]arrow.Array, len(recs[0].Columns()))
+	var rows int64
+	for c := range cols {
+		parts := make([]arrow.Array, len(recs))
+		for i, r := range recs {
+			parts[i] = r.Column(c)
+		}
+		col, err := array.Concatenate(parts, memory.DefaultAllocator)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer col.Release()
+		cols[c] = col
+	}
+	for _, r := range recs {
+		rows += r.NumRows()
+	}
+	return array.NewRecordBatch(sc.Schema(), cols, rows)
 }
 
 func sameRecords(t *testing.T, label string, want, got arrow.RecordBatch) {

@@ -80,8 +80,12 @@ type scanPlan struct {
 	// a row is selected. late is false when restPos is empty (or ScanOptions.noLate).
 	filterPos, restPos []int
 	late               bool
-	tasks              []batchTask
-	pruned             ScanStats
+	// transient decodes batches read from data files into pooled memory
+	// (fragment.Batch.DecodeTransient): set where nothing of a batch outlives its
+	// processing (a Scanner with a filter copies the selected rows out; Count only counts).
+	transient bool
+	tasks     []batchTask
+	pruned    ScanStats
 	// indexUses says how the planner used each index it considered.
 	indexUses   []IndexUse
 	indexPruned int  // batches statistics kept that the indexes skipped
@@ -447,7 +451,11 @@ func (p *scanPlan) decodeColumns(bd *fragment.Batch, df *fragment.DataFile, pos 
 	if len(fileCols) == 0 {
 		return nil
 	}
-	rec, err := bd.Decode(fileCols)
+	decode := bd.Decode
+	if p.transient {
+		decode = bd.DecodeTransient
+	}
+	rec, err := decode(fileCols)
 	if err != nil {
 		return t.dataError(df.Key, err)
 	}
@@ -524,34 +532,72 @@ func selectionMask(mem memory.Allocator, sel *roaring.Bitmap, start, n int64) *a
 	return array.NewBooleanData(data)
 }
 
+// deletionMask is true at the rows of [start, start+n) not in dv (a pass over dv's
+// members in the range on a bitmap of all ones).
 func deletionMask(mem memory.Allocator, dv *roaring.Bitmap, start, n int64) *array.Boolean {
-	b := array.NewBooleanBuilder(mem)
-	defer b.Release()
-	b.Reserve(int(n))
-	for i := int64(0); i < n; i++ {
-		b.UnsafeAppend(!dv.Contains(uint32(start + i)))
+	buf := memory.NewResizableBuffer(mem)
+	buf.Resize(int(bitutil.BytesForBits(n)))
+	bits := buf.Bytes()
+	clear(bits)
+	bitutil.SetBitsTo(bits, 0, n, true)
+	it := dv.Iterator()
+	it.AdvanceIfNeeded(uint32(start))
+	for it.HasNext() {
+		r := int64(it.Next())
+		if r >= start+n {
+			break
+		}
+		bitutil.ClearBit(bits, int(r-start))
 	}
-	return b.NewBooleanArray()
+	data := array.NewData(arrow.FixedWidthTypes.Boolean, int(n), []*memory.Buffer{nil, buf}, nil, 0, 0)
+	defer data.Release()
+	buf.Release()
+	return array.NewBooleanData(data)
 }
 
+// allTrue is a mask selecting all n rows.
+func allTrue(mem memory.Allocator, n int64) *array.Boolean {
+	buf := memory.NewResizableBuffer(mem)
+	buf.Resize(int(bitutil.BytesForBits(n)))
+	bitutil.SetBitsTo(buf.Bytes(), 0, n, true)
+	data := array.NewData(arrow.FixedWidthTypes.Boolean, int(n), []*memory.Buffer{nil, buf}, nil, 0, 0)
+	defer data.Release()
+	buf.Release()
+	return array.NewBooleanData(data)
+}
+
+// andMasks is a AND b (masks have no nulls: Evaluate folds NULL to false), bitmap-wise.
 func andMasks(mem memory.Allocator, a, b *array.Boolean) *array.Boolean {
-	bld := array.NewBooleanBuilder(mem)
-	defer bld.Release()
-	bld.Reserve(a.Len())
-	for i := 0; i < a.Len(); i++ {
-		bld.UnsafeAppend(a.Value(i) && b.Value(i))
-	}
-	return bld.NewBooleanArray()
+	n := int64(a.Len())
+	buf := memory.NewResizableBuffer(mem)
+	buf.Resize(int(bitutil.BytesForBits(n)))
+	bitutil.BitmapAnd(a.Data().Buffers()[1].Bytes(), b.Data().Buffers()[1].Bytes(),
+		int64(a.Data().Offset()), int64(b.Data().Offset()), buf.Bytes(), 0, n)
+	data := array.NewData(arrow.FixedWidthTypes.Boolean, int(n), []*memory.Buffer{nil, buf}, nil, 0, 0)
+	defer data.Release()
+	buf.Release()
+	return array.NewBooleanData(data)
 }
 
+// countTrue is the number of rows m selects (true and not null), by popcount.
 func countTrue(m *array.Boolean) int64 {
-	var n int64
-	for i := 0; i < m.Len(); i++ {
-		if m.IsValid(i) && m.Value(i) {
-			n++
+	n := m.Len()
+	if n == 0 {
+		return 0
+	}
+	off := m.Data().Offset()
+	vals := m.Data().Buffers()[1].Bytes()
+	if m.NullN() == 0 {
+		return int64(bitutil.CountSetBits(vals, off, n))
+	}
+	var c int64
+	valid := m.NullBitmapBytes()
+	for i := range n {
+		if bitutil.BitIsSet(valid, off+i) && bitutil.BitIsSet(vals, off+i) {
+			c++
 		}
 	}
-	return n
+	return c
 }
 
 // Scanner streams a scan's result as Arrow record batches; it implements
@@ -590,6 +636,8 @@ func (t *Table) Scan(ctx context.Context, opts ScanOptions) (*Scanner, error) {
 	if err != nil {
 		return nil, err
 	}
+	// With a filter, produce copies the selected rows out of every batch it decodes.
+	p.transient = p.expr != nil
 	ctx, cancel := context.WithCancel(ctx)
 	s := &Scanner{plan: p, state: t.newScanState(), ctx: ctx, cancel: cancel, left: -1, refs: 1}
 	if opts.Limit > 0 {
@@ -636,8 +684,15 @@ func (p *scanPlan) produce(ctx context.Context, st *scanState, task batchTask) (
 		return nil, err
 	}
 	defer rec.Release()
+	if mask == nil && p.transient && rec.NumRows() > 0 {
+		// Transient memory must not reach the caller: copy every row.
+		mask = allTrue(p.t.db.opts.Allocator, rec.NumRows())
+	}
 	if mask != nil {
 		defer mask.Release()
+		// Filter copies the selected rows (arrow-go's filter is a take of the selected
+		// indices into new arrays, even when every row is selected): the result never
+		// aliases rec, whose memory may be transient.
 		filtered, err := compute.FilterRecordBatch(ctx, rec, mask, compute.DefaultFilterOptions())
 		if err != nil {
 			return nil, err
@@ -748,6 +803,7 @@ func (t *Table) Count(ctx context.Context, where string) (int64, error) {
 		return 0, err
 	}
 	defer p.close()
+	p.transient = true // only the mask is kept
 	st := p.t.newScanState()
 	defer st.close()
 	var n atomic.Int64

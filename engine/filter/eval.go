@@ -298,6 +298,11 @@ func (n *cmpLit) eval(ev *evaluator) (*array.Boolean, error) {
 		return ev.constIfValid(arr, n.p.konst), nil
 	}
 	dt := evalType(n.col.typ)
+	if arrow.TypeEqual(dt, arr.DataType()) {
+		if res, ok := ev.fastCmpLit(arr, n.p.op, n.p.val); ok {
+			return res, nil
+		}
+	}
 	sc, err := scalarOf(dt, n.p.val)
 	if err != nil {
 		return nil, err

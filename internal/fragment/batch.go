@@ -127,7 +127,7 @@ func (b *Batch) fetchWhole() error {
 	switch {
 	case errors.Is(err, errUnsupportedLayout):
 		// Decode every column now (they cannot be told apart).
-		rec, err := r.decodeBatch(i, r.schemaMsg, bm, meta, data[blk.MetaLen:], r.checked())
+		rec, err := r.decodeBatch(i, r.schemaMsg, bm, meta, data[blk.MetaLen:], r.checked(), false)
 		if err != nil {
 			return err
 		}
@@ -228,7 +228,21 @@ func (b *Batch) Rows() int64 {
 // FetchBatch; nil means every fetched column in schema order) into a record batch with
 // those fields in that order. The caller owns and releases it. Errors: a column not
 // fetched; otherwise as ReadBatch.
-func (b *Batch) Decode(columns []int) (_ arrow.RecordBatch, err error) {
+func (b *Batch) Decode(columns []int) (arrow.RecordBatch, error) {
+	return b.decode(columns, false)
+}
+
+// DecodeTransient is Decode into pooled memory, for a batch the caller reads and then
+// drops (a filter's columns, rows copied out by a filter or take): when the last reference
+// to the record's arrays is released, their memory is reused by a later decode, so
+// nothing read from them may be kept past that release (a string from Value aliases it:
+// copy it), and each reference must be released exactly once. Nothing of the record may
+// be handed to code that does not follow these rules.
+func (b *Batch) DecodeTransient(columns []int) (arrow.RecordBatch, error) {
+	return b.decode(columns, true)
+}
+
+func (b *Batch) decode(columns []int, transient bool) (_ arrow.RecordBatch, err error) {
 	r := b.r
 	defer func() {
 		if v := recover(); v != nil {
@@ -257,13 +271,13 @@ func (b *Batch) Decode(columns []int) (_ arrow.RecordBatch, err error) {
 	}
 	var rec arrow.RecordBatch
 	if b.whole != nil && len(columns) == nf && isIdentity(columns) {
-		rec, err = r.decodeBatch(b.i, r.schemaMsg, b.bm, b.meta, b.whole, b.verified)
+		rec, err = r.decodeBatch(b.i, r.schemaMsg, b.bm, b.meta, b.whole, b.verified, transient)
 		if err != nil {
 			return nil, err
 		}
 		rec = r.withSchema(rec)
 	} else {
-		rec, err = b.decodeSubset(columns)
+		rec, err = b.decodeSubset(columns, transient)
 		if err != nil {
 			return nil, err
 		}
@@ -284,15 +298,28 @@ func isIdentity(columns []int) bool {
 }
 
 // decodeSubset decodes a message rebuilt from the chosen columns' share of the batch.
-func (b *Batch) decodeSubset(columns []int) (arrow.RecordBatch, error) {
+// A compressed whole-batch fetch is decoded in place: the rebuilt metadata points at the
+// chosen buffers where they lie in the fetched body, and decompression writes them to a
+// new body (copying the compressed bytes first would be one more pass over them).
+func (b *Batch) decodeSubset(columns []int, transient bool) (arrow.RecordBatch, error) {
+	bm := b.bm
+	out := batchMeta{Version: bm.Version, Length: bm.Length, HasCodec: bm.HasCodec, Codec: bm.Codec, CodecMeth: bm.CodecMeth}
+	if bm.HasCodec && b.whole != nil {
+		for _, c := range columns {
+			l := b.layout[c]
+			out.Nodes = append(out.Nodes, bm.Nodes[l.nodeLo:l.nodeHi]...)
+			out.Variadic = append(out.Variadic, bm.Variadic[l.varLo:l.varHi]...)
+			out.Buffers = append(out.Buffers, bm.Buffers[l.bufLo:l.bufHi]...)
+		}
+		out.BodyLen = int64(len(b.whole))
+		return b.r.decodeBatch(b.i, b.r.projectedSchemaMessage(columns), out, nil, b.whole, b.verified, transient)
+	}
 	var size int64
 	for _, c := range columns {
 		l := b.layout[c]
 		size += align8(l.end - l.start)
 	}
 	body := make([]byte, size)
-	bm := b.bm
-	out := batchMeta{Version: bm.Version, Length: bm.Length, HasCodec: bm.HasCodec, Codec: bm.Codec, CodecMeth: bm.CodecMeth}
 	var pos int64
 	for _, c := range columns {
 		l := b.layout[c]
@@ -309,5 +336,5 @@ func (b *Batch) decodeSubset(columns []int) (arrow.RecordBatch, error) {
 		pos += align8(l.end - l.start)
 	}
 	out.BodyLen = int64(len(body))
-	return b.r.decodeBatch(b.i, b.r.projectedSchemaMessage(columns), out, nil, body, b.verified)
+	return b.r.decodeBatch(b.i, b.r.projectedSchemaMessage(columns), out, nil, body, b.verified, transient)
 }

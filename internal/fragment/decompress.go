@@ -48,8 +48,9 @@ var lz4Readers = sync.Pool{New: func() any { return lz4.NewReader(nil) }}
 
 // decompressBody returns m and body rewritten without compression: every buffer is
 // decoded (or copied, when stored raw behind the -1 length prefix) to an 8-aligned offset
-// of a new body. verified says the bytes passed their checksum.
-func decompressBody(m batchMeta, body []byte, verified bool) (batchMeta, []byte, error) {
+// of a new body from newBody (nil: make; its bytes need not be zeroed). verified says
+// the bytes passed their checksum.
+func decompressBody(m batchMeta, body []byte, verified bool, newBody func(n int) []byte) (batchMeta, []byte, error) {
 	if !m.HasCodec {
 		return m, body, nil
 	}
@@ -93,7 +94,12 @@ func decompressBody(m batchMeta, body []byte, verified bool) (batchMeta, []byte,
 	for _, n := range sizes {
 		total += align8(n)
 	}
-	out := make([]byte, total)
+	var out []byte
+	if newBody != nil {
+		out = newBody(int(total))
+	} else {
+		out = make([]byte, total)
+	}
 	nm := m
 	nm.HasCodec = false
 	nm.Buffers = make([]ipcBuffer, len(m.Buffers))
@@ -106,6 +112,7 @@ func decompressBody(m batchMeta, body []byte, verified bool) (batchMeta, []byte,
 			continue
 		}
 		dst := out[pos : pos+sizes[i]]
+		clear(out[pos+sizes[i] : pos+align8(sizes[i])]) // padding (newBody's bytes may be old)
 		switch {
 		case raw[i]:
 			copy(dst, src(i))

@@ -506,7 +506,7 @@ func (r *FileReader) decodeWhole(i int, data []byte) (arrow.RecordBatch, error) 
 	if _, err := batchLayout(r.fr.Schema(), &bm); err != nil && !errors.Is(err, errUnsupportedLayout) {
 		return nil, r.corrupt("record batch %d: %w", i, err)
 	}
-	rec, err := r.decodeBatch(i, r.schemaMsg, bm, meta, data[b.MetaLen:], r.checked())
+	rec, err := r.decodeBatch(i, r.schemaMsg, bm, meta, data[b.MetaLen:], r.checked(), false)
 	if err != nil {
 		return nil, err
 	}
@@ -515,19 +515,31 @@ func (r *FileReader) decodeWhole(i int, data []byte) (arrow.RecordBatch, error) 
 
 // decodeBatch decompresses (if needed) and decodes one record batch message. meta is the
 // message's flatbuffer when it can be used as is (nil to rebuild it from bm). verified
-// says meta and body passed their checksums.
-func (r *FileReader) decodeBatch(i int, schemaMsg []byte, bm batchMeta, meta, body []byte, verified bool) (arrow.RecordBatch, error) {
+// says meta and body passed their checksums. transient decodes a compressed body into
+// pooled memory (see DecodeTransient).
+func (r *FileReader) decodeBatch(i int, schemaMsg []byte, bm batchMeta, meta, body []byte, verified, transient bool) (arrow.RecordBatch, error) {
+	bodyBuf := memory.NewBufferBytes(body)
 	if bm.HasCodec {
+		var newBody func(int) []byte
+		if transient {
+			newBody = scratch.Allocate
+		}
 		var err error
-		if bm, body, err = decompressBody(bm, body, verified); err != nil {
+		if bm, body, err = decompressBody(bm, body, verified, newBody); err != nil {
 			return nil, r.corrupt("record batch %d: %w", i, err)
 		}
 		meta = nil
+		if transient {
+			bodyBuf = memory.NewBufferWithAllocator(body, scratch)
+			defer bodyBuf.Release() // the arrays hold their own references
+		} else {
+			bodyBuf = memory.NewBufferBytes(body)
+		}
 	}
 	if meta == nil {
 		meta = buildBatchMeta(bm)
 	}
-	rec, err := decodeMessage(schemaMsg, meta, body, r.mem)
+	rec, err := decodeMessage(schemaMsg, meta, bodyBuf, r.mem)
 	if err != nil {
 		return nil, r.classify(fmt.Sprintf("decode record batch %d", i), err)
 	}
@@ -535,8 +547,8 @@ func (r *FileReader) decodeBatch(i int, schemaMsg []byte, bm batchMeta, meta, bo
 }
 
 // decodeMessage decodes one record batch message (metadata flatbuffer and body) against a
-// schema message, using arrow-go's stream reader.
-func decodeMessage(schemaMsg, meta, body []byte, mem memory.Allocator) (rec arrow.RecordBatch, err error) {
+// schema message, using arrow-go's stream reader. The arrays slice body (retaining it).
+func decodeMessage(schemaMsg, meta []byte, body *memory.Buffer, mem memory.Allocator) (rec arrow.RecordBatch, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			rec, err = nil, fmt.Errorf("arrow/ipc panicked: %v", p)
@@ -544,7 +556,7 @@ func decodeMessage(schemaMsg, meta, body []byte, mem memory.Allocator) (rec arro
 	}()
 	mr := &sliceMessages{msgs: []*ipc.Message{
 		ipc.NewMessage(memory.NewBufferBytes(schemaMsg), memory.NewBufferBytes(nil)),
-		ipc.NewMessage(memory.NewBufferBytes(meta), memory.NewBufferBytes(body)),
+		ipc.NewMessage(memory.NewBufferBytes(meta), body),
 	}}
 	rd, err := ipc.NewReaderFromMessageReader(mr, ipc.WithAllocator(mem))
 	if err != nil {

@@ -36,6 +36,7 @@
 // requests the operation made, by kind (store.Counters).
 //
 // SHALEPEER_CPUPROFILE=FILE writes a CPU profile of the whole process (go tool pprof);
+// SHALEPEER_MEMPROFILE=FILE writes its allocation profile at exit (after quit);
 // SHALEPEER_SCAN_PARALLELISM=N sets engine.Options.ScanParallelism (default the engine's).
 package main
 
@@ -77,6 +78,18 @@ func main() {
 			os.Exit(1)
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	if path := os.Getenv("SHALEPEER_MEMPROFILE"); path != "" {
+		defer func() {
+			f, err := os.Create(path)
+			if err == nil {
+				err = pprof.Lookup("allocs").WriteTo(f, 0)
+				f.Close()
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "shalepeer: memory profile:", err)
+			}
+		}()
 	}
 	w := &worker{log: os.Stderr}
 	err := serve(ctx, w, os.Stdin, os.Stdout)
