@@ -342,9 +342,9 @@ func appendIdempotency(b []byte, r *IdempotencyRecord) []byte {
 // errSlowPath for anything else, including truncation; it never panics, and it allocates
 // no slice longer than the bytes left could fill (one byte per element at least).
 //
-// A reader that decodes many records carves their small slices from shared chunks and
-// shares equal short strings (statistics of low-cardinality columns repeat), so a
-// manifest of a thousand fragments costs a few allocations per fragment, not a dozen.
+// A reader that decodes many records carves their small slices and strings from shared
+// chunks, so a manifest of a thousand fragments costs a few hundred allocations, not
+// ten thousand.
 // A carved slice has its capacity cut to its length, so appending to it copies.
 type cborReader struct {
 	b   []byte
@@ -355,7 +355,6 @@ type cborReader struct {
 	colStats slab[fragment.ColumnStats]
 	files    slab[fragment.DataFile]
 	batches  slab[fragment.BatchInfo]
-	interned map[string]string
 	strs     []byte // the free part of the current string chunk (see str)
 }
 
@@ -381,12 +380,6 @@ func (s *slab[T]) carve(n int) []T {
 	s.free = s.free[n:]
 	return out
 }
-
-// maxInterned bounds the strings a reader shares and their length.
-const (
-	maxInterned    = 4096
-	maxInternedLen = 16
-)
 
 // head reads a definite-length head: its major type (high three bits) and argument.
 func (r *cborReader) head() (byte, uint64, error) {
@@ -522,30 +515,6 @@ func (r *cborReader) str(raw []byte) string {
 	return unsafe.String(&r.strs[at], len(raw))
 }
 
-// shortText is text sharing equal short strings.
-func (r *cborReader) shortText() (string, error) {
-	if r.off >= len(r.b) || r.b[r.off]&0xe0 != majorText || int(r.b[r.off]&0x1f) > maxInternedLen {
-		return r.text()
-	}
-	n := int(r.b[r.off] & 0x1f)
-	if len(r.b)-r.off-1 < n {
-		return "", errSlowPath
-	}
-	raw := r.b[r.off+1 : r.off+1+n]
-	r.off += 1 + n
-	if s, ok := r.interned[string(raw)]; ok {
-		return s, nil
-	}
-	s := r.str(raw)
-	if r.interned == nil {
-		r.interned = map[string]string{}
-	}
-	if len(r.interned) < maxInterned {
-		r.interned[s] = s
-	}
-	return s, nil
-}
-
 // compression reads a codec name, sharing the known names' strings.
 func (r *cborReader) compression() (fragment.Compression, error) {
 	major, n, err := r.head()
@@ -559,7 +528,7 @@ func (r *cborReader) compression() (fragment.Compression, error) {
 			return c, nil
 		}
 	}
-	return fragment.Compression(raw), nil
+	return fragment.Compression(r.str(raw)), nil
 }
 
 func (r *cborReader) bool() (bool, error) {
@@ -834,7 +803,7 @@ func (r *cborReader) value(v *fragment.Value) error {
 		case 4:
 			v.Float, err = r.float()
 		case 5:
-			v.Str, err = r.shortText()
+			v.Str, err = r.text()
 		case 6:
 			v.Bool, err = r.bool()
 		default:
