@@ -290,20 +290,19 @@ func TestDecodeDamagedManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := good[10 : len(good)-4]
-	// Damage inside the schema's Arrow IPC bytes is left out: arrow-go's IPC reader trusts
-	// the flatbuffer's vector lengths (a flipped bit can make it allocate tens of GB).
+	// Damage to the schema's Arrow IPC bytes, whose flatbuffer Arrow's reader trusts, is
+	// made more likely: checkSchemaIPC must catch it before Arrow sizes an allocation by it.
 	ipcAt := bytes.Index(body, m.Schema.IPC)
 	if ipcAt < 0 {
 		t.Fatal("schema IPC not found in the body")
 	}
 	pos := func() int {
-		for {
-			if p := r.IntN(len(body)); p < ipcAt || p >= ipcAt+len(m.Schema.IPC) {
-				return p
-			}
+		if r.IntN(2) == 0 {
+			return ipcAt + r.IntN(len(m.Schema.IPC))
 		}
+		return r.IntN(len(body))
 	}
-	for i := range 2000 {
+	for i := range 5000 {
 		damaged := bytes.Clone(body)
 		switch r.IntN(3) {
 		case 0:
