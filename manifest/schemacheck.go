@@ -119,8 +119,11 @@ func (fb flatbuf) field(t, i, size int) (int, bool, error) {
 	vt := t - int(int32(binary.LittleEndian.Uint32(fb[t:])))
 	vsize := int(binary.LittleEndian.Uint16(fb[vt:]))
 	at := 4 + 2*i
-	if at+2 > vsize {
+	if at >= vsize { // as flatbuffers' Table.Offset decides, even for an odd vtable size
 		return 0, false, nil
+	}
+	if vt+at+2 > len(fb) {
+		return 0, false, errFlatbuf
 	}
 	o := int(binary.LittleEndian.Uint16(fb[vt+at:]))
 	if o == 0 {
