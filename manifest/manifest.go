@@ -182,11 +182,11 @@ func (m *Manifest) Key() string { return ManifestKey(m.Table, m.Version) }
 // Encode returns the manifest's framed binary encoding (see Frame): what Commit stores at
 // Key. Errors: a field that does not encode as CBOR.
 func (m *Manifest) Encode() ([]byte, error) {
-	body, err := encodeManifestBody(m)
+	b, err := encodeManifest(m)
 	if err != nil {
 		return nil, fmt.Errorf("encode manifest %s v%d: %w", m.Table, m.Version, err)
 	}
-	return frameBody(magicManifest, body), nil
+	return b, nil
 }
 
 // DecodeManifest decodes and verifies a manifest read from key, which must describe table

@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"reflect"
 	"slices"
@@ -111,11 +112,37 @@ func isEmpty(v reflect.Value) bool {
 	return false
 }
 
-// encodeManifestBody returns m's CBOR body: the reflection codec's bytes for *m.
-func encodeManifestBody(m *Manifest) ([]byte, error) {
+// encodeManifest returns m's framed encoding: frameBody of the reflection codec's bytes
+// for *m, the body written in place.
+func encodeManifest(m *Manifest) ([]byte, error) {
 	if !manifestFast {
-		return cborEnc.Marshal((*manifestNoCodec)(m))
+		body, err := cborEnc.Marshal((*manifestNoCodec)(m))
+		if err != nil {
+			return nil, err
+		}
+		return frameBody(magicManifest, body), nil
 	}
+	out := make([]byte, 10, 14+manifestSizeHint(m))
+	out, err := appendManifestBody(out, m)
+	if err != nil {
+		return nil, err
+	}
+	copy(out, magicManifest[:])
+	binary.BigEndian.PutUint16(out[4:], FormatVersion)
+	binary.BigEndian.PutUint32(out[6:], uint32(len(out)-10))
+	return binary.BigEndian.AppendUint32(out, Checksum(out)), nil
+}
+
+func manifestSizeHint(m *Manifest) int {
+	hint := 1024
+	for i := range m.Fragments {
+		hint += fragmentSizeHint(&m.Fragments[i])
+	}
+	return hint
+}
+
+// appendManifestBody appends m's CBOR body to b (manifestFast only).
+func appendManifestBody(b []byte, m *Manifest) ([]byte, error) {
 	v := reflect.ValueOf(m).Elem()
 	present := 0
 	for _, f := range manifestFields {
@@ -123,11 +150,7 @@ func encodeManifestBody(m *Manifest) ([]byte, error) {
 			present++
 		}
 	}
-	hint := 1024
-	for i := range m.Fragments {
-		hint += fragmentSizeHint(&m.Fragments[i])
-	}
-	b := appendHead(make([]byte, 0, hint), majorMap, uint64(present))
+	b = appendHead(b, majorMap, uint64(present))
 	for i, f := range manifestFields {
 		fv := v.Field(f.index)
 		if f.omitEmpty && isEmpty(fv) {
