@@ -382,7 +382,19 @@ func (s *slab[T]) carve(n int) []T {
 }
 
 // head reads a definite-length head: its major type (high three bits) and argument.
+// Small arguments (most keys, lengths and statistics) take the first branch.
 func (r *cborReader) head() (byte, uint64, error) {
+	if r.off < len(r.b) {
+		if c := r.b[r.off]; c&0x1f < 24 {
+			r.off++
+			return c & 0xe0, uint64(c & 0x1f), nil
+		}
+	}
+	return r.longHead()
+}
+
+// longHead is head for arguments in following bytes.
+func (r *cborReader) longHead() (byte, uint64, error) {
 	if r.off >= len(r.b) {
 		return 0, 0, errSlowPath
 	}
