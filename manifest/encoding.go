@@ -73,41 +73,63 @@ func frame(magic [4]byte, v any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return frameBody(magic, body), nil
+}
+
+// frameBody frames an encoded body: magic | format | length | body | CRC32C.
+func frameBody(magic [4]byte, body []byte) []byte {
 	out := make([]byte, 0, 10+len(body)+4)
 	out = append(out, magic[:]...)
 	out = binary.BigEndian.AppendUint16(out, FormatVersion)
 	out = binary.BigEndian.AppendUint32(out, uint32(len(body)))
 	out = append(out, body...)
-	out = binary.BigEndian.AppendUint32(out, Checksum(out))
-	return out, nil
+	return binary.BigEndian.AppendUint32(out, Checksum(out))
 }
 
 // unframe checks the frame and decodes the body into v. Errors wrap ErrCorrupt or
 // ErrFormatTooNew; the caller adds the object's name.
 func unframe(magic [4]byte, b []byte, v any) error {
-	if len(b) < 14 {
-		return fmt.Errorf("%w: %d bytes is shorter than a frame", ErrCorrupt, len(b))
+	body, err := checkFrame(magic, b)
+	if err != nil {
+		return err
 	}
-	if [4]byte(b[:4]) != magic {
-		return fmt.Errorf("%w: bad magic %q", ErrCorrupt, b[:4])
-	}
-	n := binary.BigEndian.Uint32(b[6:10])
-	if uint64(n)+14 != uint64(len(b)) {
-		return fmt.Errorf("%w: length %d does not match object size %d", ErrCorrupt, n, len(b))
-	}
-	want := binary.BigEndian.Uint32(b[len(b)-4:])
-	if got := Checksum(b[:len(b)-4]); got != want {
-		return fmt.Errorf("%w: checksum %08x, expected %08x", ErrCorrupt, got, want)
-	}
-	if f := binary.BigEndian.Uint16(b[4:6]); f > FormatVersion {
-		return fmt.Errorf("%w: format %d, this build reads up to %d", ErrFormatTooNew, f, FormatVersion)
-	} else if f < MinFormatVersion {
-		return fmt.Errorf("%w: format %d, this build reads %d to %d", ErrFormatTooOld, f, MinFormatVersion, FormatVersion)
-	}
-	if err := cborDec.Unmarshal(b[10:len(b)-4], v); err != nil {
+	if err := cborDec.Unmarshal(body, v); err != nil {
 		return fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	return nil
+}
+
+// checkFrame checks a frame's magic, length, checksum and format and returns its body.
+// Errors wrap ErrCorrupt, ErrFormatTooNew or ErrFormatTooOld.
+func checkFrame(magic [4]byte, b []byte) ([]byte, error) {
+	body, _, err := checkFrameSum(magic, b)
+	return body, err
+}
+
+// checkFrameSum is checkFrame that also returns Checksum(b), the whole object's CRC32C
+// (from the frame check's, without a second pass).
+func checkFrameSum(magic [4]byte, b []byte) ([]byte, uint32, error) {
+	if len(b) < 14 {
+		return nil, 0, fmt.Errorf("%w: %d bytes is shorter than a frame", ErrCorrupt, len(b))
+	}
+	if [4]byte(b[:4]) != magic {
+		return nil, 0, fmt.Errorf("%w: bad magic %q", ErrCorrupt, b[:4])
+	}
+	n := binary.BigEndian.Uint32(b[6:10])
+	if uint64(n)+14 != uint64(len(b)) {
+		return nil, 0, fmt.Errorf("%w: length %d does not match object size %d", ErrCorrupt, n, len(b))
+	}
+	want := binary.BigEndian.Uint32(b[len(b)-4:])
+	got := Checksum(b[:len(b)-4])
+	if got != want {
+		return nil, 0, fmt.Errorf("%w: checksum %08x, expected %08x", ErrCorrupt, got, want)
+	}
+	if f := binary.BigEndian.Uint16(b[4:6]); f > FormatVersion {
+		return nil, 0, fmt.Errorf("%w: format %d, this build reads up to %d", ErrFormatTooNew, f, FormatVersion)
+	} else if f < MinFormatVersion {
+		return nil, 0, fmt.Errorf("%w: format %d, this build reads %d to %d", ErrFormatTooOld, f, MinFormatVersion, FormatVersion)
+	}
+	return b[10 : len(b)-4], crc32.Update(got, castagnoli, b[len(b)-4:]), nil
 }
 
 // Frame encodes v (CBOR, core deterministic) inside the frame every metadata object of a

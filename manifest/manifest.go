@@ -182,7 +182,7 @@ func (m *Manifest) Key() string { return ManifestKey(m.Table, m.Version) }
 // Encode returns the manifest's framed binary encoding (see Frame): what Commit stores at
 // Key. Errors: a field that does not encode as CBOR.
 func (m *Manifest) Encode() ([]byte, error) {
-	b, err := frame(magicManifest, m)
+	b, err := encodeManifest(m)
 	if err != nil {
 		return nil, fmt.Errorf("encode manifest %s v%d: %w", m.Table, m.Version, err)
 	}
@@ -193,8 +193,12 @@ func (m *Manifest) Encode() ([]byte, error) {
 // at version. Errors are *ObjectError wrapping ErrCorrupt or ErrFormatTooNew.
 func DecodeManifest(table string, version uint64, key string, b []byte) (*Manifest, error) {
 	m := new(Manifest)
-	if err := unframe(magicManifest, b, m); err != nil {
+	body, sum, err := checkFrameSum(magicManifest, b)
+	if err != nil {
 		return nil, &ObjectError{Table: table, Version: version, Key: key, Err: err}
+	}
+	if err := decodeManifestBody(body, m); err != nil {
+		return nil, &ObjectError{Table: table, Version: version, Key: key, Err: fmt.Errorf("%w: %v", ErrCorrupt, err)}
 	}
 	if m.Table != table || m.Version != version {
 		return nil, &ObjectError{Table: table, Version: version, Key: key,
@@ -203,7 +207,7 @@ func DecodeManifest(table string, version uint64, key string, b []byte) (*Manife
 	if _, err := m.Schema.Arrow(); err != nil {
 		return nil, &ObjectError{Table: table, Version: version, Key: key, Err: err}
 	}
-	m.checksum, m.size = Checksum(b), int64(len(b))
+	m.checksum, m.size = sum, int64(len(b))
 	return m, nil
 }
 

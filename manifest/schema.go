@@ -39,6 +39,9 @@ func (s *Schema) Arrow() (*arrow.Schema, error) {
 	if s.arrow != nil {
 		return s.arrow, nil
 	}
+	if err := checkSchemaIPC(s.IPC); err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
 	r, err := ipc.NewReader(bytes.NewReader(s.IPC))
 	if err != nil {
 		return nil, fmt.Errorf("%w: schema: %v", ErrCorrupt, err)
