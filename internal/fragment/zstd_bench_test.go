@@ -2,12 +2,16 @@ package fragment
 
 import (
 	"fmt"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // Benchmarks of the ZSTD backends on flights buffers: the buffers encodeBatch compresses
 // for the first 1M rows of testdata/flights-3m.parquet in batches of batchRows rows.
 // MB/s is over the uncompressed buffer bytes; "ratio" is compressed ÷ uncompressed.
+// "MB/cpu-s" divides the same bytes by the process's CPU time (user + system) over the
+// timed loop, the number to read on a shared machine, where wall time waits for a core.
 //
 //	go test -run '^$' -bench ZstdBackends -benchtime 20x ./internal/fragment/
 //	go test -tags shale_purego ... (klauspost alone)
@@ -24,6 +28,26 @@ func flightsBufferSet(b *testing.B, batchRows int) ([][]byte, int64) {
 	return bufs, total
 }
 
+// processCPU is the CPU time this process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cpuRate starts measuring; the function it returns reports MB/cpu-s for b.N rounds of
+// total bytes.
+func cpuRate(b *testing.B, total int64) func() {
+	start := processCPU(b)
+	return func() {
+		if cpu := processCPU(b) - start; cpu > 0 {
+			b.ReportMetric(float64(total)*float64(b.N)/1e6/cpu.Seconds(), "MB/cpu-s")
+		}
+	}
+}
+
 func BenchmarkZstdBackends(b *testing.B) {
 	for _, batchRows := range []int{DefaultMaxRowsPerBatch, 4096} {
 		bufs, total := flightsBufferSet(b, batchRows)
@@ -32,6 +56,7 @@ func BenchmarkZstdBackends(b *testing.B) {
 				b.SetBytes(total)
 				b.ReportAllocs()
 				var out int
+				defer cpuRate(b, total)()
 				for i := 0; i < b.N; i++ {
 					out = 0
 					for _, src := range bufs {
@@ -46,6 +71,7 @@ func BenchmarkZstdBackends(b *testing.B) {
 			})
 			b.Run(fmt.Sprintf("encode-parallel/rows=%d/%s", batchRows, c.name()), func(b *testing.B) {
 				b.SetBytes(total)
+				defer cpuRate(b, total)()
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
 						for _, src := range bufs {
@@ -75,6 +101,7 @@ func BenchmarkZstdBackends(b *testing.B) {
 				}
 				b.SetBytes(total)
 				b.ReportAllocs()
+				defer cpuRate(b, total)()
 				for i := 0; i < b.N; i++ {
 					for j, f := range frames {
 						if err := c.decodeInto(dsts[j], f); err != nil {
@@ -85,6 +112,7 @@ func BenchmarkZstdBackends(b *testing.B) {
 			})
 			b.Run(fmt.Sprintf("decode-parallel/rows=%d/%s", batchRows, c.name()), func(b *testing.B) {
 				b.SetBytes(total)
+				defer cpuRate(b, total)()
 				b.RunParallel(func(pb *testing.PB) {
 					dsts := make([][]byte, len(bufs))
 					for i, src := range bufs {

@@ -34,6 +34,7 @@ func BenchmarkLibzstdContexts(b *testing.B) {
 		}
 		b.Run(fmt.Sprintf("encode/rows=%d/stateless", batchRows), func(b *testing.B) {
 			b.SetBytes(total)
+			defer cpuRate(b, total)()
 			for i := 0; i < b.N; i++ {
 				for _, src := range bufs {
 					f, err := ddzstd.CompressLevel(nil, src, 1)
@@ -46,6 +47,7 @@ func BenchmarkLibzstdContexts(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("encode/rows=%d/pooled", batchRows), func(b *testing.B) {
 			b.SetBytes(total)
+			defer cpuRate(b, total)()
 			for i := 0; i < b.N; i++ {
 				for _, src := range bufs {
 					if _, err := (libzstd{}).appendFrame(make([]byte, 0, len(src)/3+64), src, 1); err != nil {
@@ -56,6 +58,7 @@ func BenchmarkLibzstdContexts(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("decode/rows=%d/stateless", batchRows), func(b *testing.B) {
 			b.SetBytes(total)
+			defer cpuRate(b, total)()
 			for i := 0; i < b.N; i++ {
 				for j, f := range frames {
 					if _, err := ddzstd.DecompressInto(dsts[j], f); err != nil {
@@ -66,6 +69,7 @@ func BenchmarkLibzstdContexts(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("decode/rows=%d/pooled", batchRows), func(b *testing.B) {
 			b.SetBytes(total)
+			defer cpuRate(b, total)()
 			for i := 0; i < b.N; i++ {
 				for j, f := range frames {
 					if err := (libzstd{}).decodeInto(dsts[j], f); err != nil {

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -15,6 +18,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/shale-db/shale/store"
 )
 
 // flightsRecords reads the first rows rows of the bundled flights data
@@ -269,5 +274,55 @@ func TestZstdBackendConcurrentUse(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
+	}
+}
+
+// TestZstdFilesReadByPyarrow: files written with each backend read back in pyarrow (Arrow
+// C++, which decodes with libzstd's ZSTD_decompress) as the flights rows they were written
+// from. It runs where SHALE_PYTHON names a Python with pyarrow (benchmarks/peers' venv has
+// one) and is skipped elsewhere.
+func TestZstdFilesReadByPyarrow(t *testing.T) {
+	py := os.Getenv("SHALE_PYTHON")
+	if py == "" {
+		t.Skip("SHALE_PYTHON (a Python with pyarrow) not set")
+	}
+	const rows = 200_000
+	recs := flightsRecords(t, rows, 50_000)
+	dir := t.TempDir()
+	s, err := store.Open(context.Background(), "file://"+dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, enc := range zstdBackends {
+		for _, level := range []int{1, 7} {
+			var files []DataFile
+			withZstdBackend(enc, func() {
+				files = writeRecords(t, s, fmt.Sprintf("%s-%d", enc.name(), level), recs[0].Schema(), recs,
+					WriterOptions{CompressionLevel: level, MaxRowsPerBatch: 30_000, MaxRowsPerFile: 120_000})
+			})
+			paths := make([]string, len(files))
+			for i, df := range files {
+				paths[i] = filepath.Join(dir, filepath.FromSlash(df.Key))
+			}
+			script := `
+import sys, pyarrow as pa, pyarrow.ipc as ipc, pyarrow.parquet as pq
+rows, data, paths = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+got = pa.concat_tables([ipc.open_file(p).read_all() for p in paths])
+want = pq.read_table(data).slice(0, rows)
+assert got.num_rows == rows, got.num_rows
+for name in want.column_names:
+    g = got.column(name).combine_chunks()
+    w = want.column(name).combine_chunks()
+    assert g.equals(w.cast(g.type)), name
+print("pyarrow read", got.num_rows, "rows from", len(paths), "files")
+`
+			args := append([]string{"-c", script, strconv.Itoa(rows), "../../testdata/flights-3m.parquet"}, paths...)
+			out, err := exec.Command(py, args...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s level %d: pyarrow: %v\n%s", enc.name(), level, err, out)
+			}
+			t.Logf("%s level %d: %s", enc.name(), level, bytes.TrimSpace(out))
+		}
 	}
 }
