@@ -3,6 +3,7 @@ module github.com/shale-db/shale
 go 1.26.8
 
 require (
+	github.com/DataDog/zstd v1.5.7
 	github.com/RoaringBitmap/roaring/v2 v2.30.0
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/apache/arrow-go/v18 v18.8.0

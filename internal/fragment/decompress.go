@@ -16,10 +16,11 @@ import (
 // per record batch (with per-core goroutines and window buffers), which dominated the cost
 // of small and projected reads (full reads were 2-3x slower), and it allocates whatever a
 // buffer's length prefix claims, so one flipped prefix byte in an unchecked file can
-// exhaust memory. Here every buffer is decoded with one shared stateless zstd decoder
-// (DecodeAll) or a pooled LZ4 frame reader into one body that arrow then loads without a
-// codec. Bytes verified against the writer's CRC32C are trusted (decoded in place);
-// unverified bytes are decoded with output bounded by what the frames really hold.
+// exhaust memory. Here every buffer is decoded with the build's zstd backend (zstd.go) or
+// a pooled LZ4 frame reader into one body that arrow then loads without a codec. Bytes
+// verified against the writer's CRC32C are trusted (decoded in place); unverified bytes
+// are decoded with output bounded by what the frames really hold (klauspost's stateless
+// DecodeAll, whatever the backend).
 
 // IPC BodyCompression codecs (format/Message.fbs CompressionType).
 const (
@@ -32,12 +33,6 @@ const maxBufferBytes = 1 << 32
 
 var zstdDecoder = sync.OnceValues(func() (*zstd.Decoder, error) {
 	return zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxBufferBytes))
-})
-
-// zstdTrusted decodes bytes that passed their CRC32C: a frame checksum (files written
-// before this package compressed buffers itself have one) would check them a second time.
-var zstdTrusted = sync.OnceValues(func() (*zstd.Decoder, error) {
-	return zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxBufferBytes), zstd.IgnoreChecksum(true))
 })
 
 // decodeHelpers bounds the goroutines decoding a batch's large buffers beside the batch's
@@ -138,18 +133,7 @@ func decompressBody(m batchMeta, body []byte, verified bool, newBody func(n int)
 // decodeInto decodes src, which passed its checksum, into exactly len(dst) bytes.
 func decodeInto(codec int8, dst, src []byte) error {
 	if codec == codecZstd {
-		dec, err := zstdTrusted()
-		if err != nil {
-			return err
-		}
-		got, err := dec.DecodeAll(src, dst[:0:len(dst)]) // capped: dst is part of a body other goroutines fill
-		if err != nil {
-			return fmt.Errorf("zstd: %w", err)
-		}
-		if len(got) != len(dst) || (len(got) > 0 && &got[0] != &dst[0]) {
-			return fmt.Errorf("zstd: decoded %d bytes, length prefix says %d", len(got), len(dst))
-		}
-		return nil
+		return decompressZstdInto(dst, src)
 	}
 	zr := lz4Readers.Get().(*lz4.Reader)
 	defer lz4Readers.Put(zr)

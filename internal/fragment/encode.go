@@ -5,14 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	flatbuffers "github.com/google/flatbuffers/go"
-	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
 )
 
@@ -27,46 +25,16 @@ import (
 // and every earlier build of this package reads it.
 
 // DefaultZstdLevel is the ZSTD level of WriterOptions.CompressionLevel's zero value: the
-// fastest (zstd level 1, klauspost's SpeedFastest), which is also what Arrow C++ and
-// pyarrow use, and on columnar data compresses about as well as the default level.
+// fastest (zstd level 1), which is also what Arrow C++ and pyarrow use, and on columnar
+// data compresses about as well as the default level.
 const DefaultZstdLevel = 1
 
-// MaxZstdLevel is the largest ZSTD level accepted (levels map to klauspost's four encoder
-// speeds as zstd.EncoderLevelFromZstd does: 1–2 fastest, 3–5 default, 6–9 better, 10–22 best).
+// MaxZstdLevel is the largest ZSTD level accepted. Levels are libzstd's when cgo is on;
+// the pure-Go backend (zstd.go) maps them to its four encoder speeds.
 const MaxZstdLevel = 22
 
 // ErrBadLevel is returned by NewWriter for a compression level out of range.
 var ErrBadLevel = errors.New("fragment: compression level out of range")
-
-// zstdLevel maps a WriterOptions.CompressionLevel to klauspost's encoder level.
-func zstdLevel(level int) (zstd.EncoderLevel, error) {
-	if level == 0 {
-		level = DefaultZstdLevel
-	}
-	if level < 1 || level > MaxZstdLevel {
-		return 0, fmt.Errorf("%w: zstd level %d (want 1 to %d)", ErrBadLevel, level, MaxZstdLevel)
-	}
-	return zstd.EncoderLevelFromZstd(level), nil
-}
-
-// zstdEncoders holds one stateless encoder per level, shared by every Writer (EncodeAll
-// is safe for concurrent use; each call takes one of the encoder's GOMAXPROCS states).
-var zstdEncoders sync.Map // zstd.EncoderLevel → *zstd.Encoder
-
-func zstdEncoder(level zstd.EncoderLevel) (*zstd.Encoder, error) {
-	if e, ok := zstdEncoders.Load(level); ok {
-		return e.(*zstd.Encoder), nil
-	}
-	e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(level), zstd.WithEncoderCRC(false),
-		zstd.WithEncoderConcurrency(max(runtime.GOMAXPROCS(0), 2)))
-	if err != nil {
-		return nil, err
-	}
-	if prev, loaded := zstdEncoders.LoadOrStore(level, e); loaded {
-		return prev.(*zstd.Encoder), nil
-	}
-	return e, nil
-}
 
 // lz4Writers are LZ4 frame writers with arrow-go's settings (64 KB blocks, no checksum).
 var lz4Writers = sync.Pool{New: func() any {
@@ -81,7 +49,7 @@ var lz4Writers = sync.Pool{New: func() any {
 // dst. A buffer the codec does not shrink is appended raw behind the -1 prefix.
 type codecEncoder struct {
 	codec int8 // codecZstd or codecLZ4Frame
-	zstd  *zstd.Encoder
+	level int  // zstd level (zstdLevel)
 }
 
 func (c codecEncoder) compress(dst, src []byte) ([]byte, error) {
@@ -89,7 +57,10 @@ func (c codecEncoder) compress(dst, src []byte) ([]byte, error) {
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(len(src)))
 	switch c.codec {
 	case codecZstd:
-		dst = c.zstd.EncodeAll(src, dst)
+		var err error
+		if dst, err = compressZstd(dst, src, c.level); err != nil {
+			return nil, err
+		}
 	default:
 		w := lz4Writers.Get().(*lz4.Writer)
 		buf := bytes.NewBuffer(dst)

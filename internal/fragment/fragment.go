@@ -15,7 +15,8 @@
 // metadata, then only the byte ranges of the chosen columns' buffers (coalesced), and
 // decodes a rebuilt message holding just those columns. Every byte used is checked against
 // the DataFile's checksums before any decoder sees it; compressed buffers are decoded by
-// this package (one shared ZSTD decoder) rather than by arrow-go's per-batch decoders.
+// this package (ZSTD by libzstd in cgo builds, by klauspost/compress in pure-Go ones)
+// rather than by arrow-go's per-batch decoders.
 //
 // A deletion vector is an immutable object holding a roaring bitmap of deleted row offsets
 // inside an envelope with a magic, a format version and a CRC32C checksum.

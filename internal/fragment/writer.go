@@ -14,7 +14,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/klauspost/compress/zstd"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/shale-db/shale/internal/failpoint"
@@ -161,7 +160,7 @@ func NewWriter(ctx context.Context, s store.Store, dir string, schema *arrow.Sch
 		fieldIDs: append([]int32(nil), fieldIDs...), opts: opts,
 		maxInflight: cc + 1, helpers: make(helpers, max(cc-1, 0)),
 	}
-	var level zstd.EncoderLevel
+	var level int
 	if opts.Compression == CompressionZstd {
 		if level, err = zstdLevel(opts.CompressionLevel); err != nil {
 			return nil, err
@@ -182,11 +181,7 @@ func NewWriter(ctx context.Context, s store.Store, dir string, schema *arrow.Sch
 	}
 	switch opts.Compression {
 	case CompressionZstd:
-		ze, err := zstdEncoder(level)
-		if err != nil {
-			return nil, fmt.Errorf("fragment: zstd encoder: %w", err)
-		}
-		w.enc = &codecEncoder{codec: codecZstd, zstd: ze}
+		w.enc = &codecEncoder{codec: codecZstd, level: level}
 	case CompressionLZ4:
 		w.enc = &codecEncoder{codec: codecLZ4Frame}
 	}
