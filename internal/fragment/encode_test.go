@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 
 	"github.com/shale-db/shale/internal/failpoint"
 	"github.com/shale-db/shale/internal/panics"
+	"github.com/shale-db/shale/store"
 )
 
 // readWithArrow reads every batch of a stored data file with arrow-go's own IPC file
@@ -260,15 +262,36 @@ func TestPanicOnEncodingGoroutine(t *testing.T) {
 	rec := randRecord(seeded(t), schema, 100, 0)
 	defer rec.Release()
 	before := runtime.NumGoroutine()
-	// Batches of 10 rows, files of 20: the first file is stored before the panic (the
-	// fourth batch).
-	disable := failpoint.Enable("fragment.encode_job", failpoint.Panic("encode").After(3))
-	defer disable()
+	// Batches of 10 rows, files of 20: the first file is written and stored (in the
+	// background; polled for) before the failpoint is enabled, then a batch of the
+	// second file panics.
 	w, err := NewWriter(context.Background(), s, "f", schema, fieldIDsFor(schema), WriterOptions{MaxRowsPerBatch: 10, MaxRowsPerFile: 20, CompressConcurrency: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = w.Write(rec)
+	first := rec.NewSlice(0, 20)
+	defer first.Release()
+	if err := w.Write(first); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		objs, err := s.List(context.Background(), "f/", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(objs) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d files stored 10 s after the first file filled up, want 1", len(objs))
+		}
+		runtime.Gosched()
+	}
+	disable := failpoint.Enable("fragment.encode_job", failpoint.Panic("encode"))
+	defer disable()
+	rest := rec.NewSlice(20, rec.NumRows())
+	defer rest.Release()
+	err = w.Write(rest)
 	if err == nil {
 		_, err = w.Close()
 	}
@@ -338,5 +361,81 @@ func TestLargeBuffersDecodeInParallel(t *testing.T) {
 			t.Fatalf("round %d: projected columns differ", round)
 		}
 		proj.Release()
+	}
+}
+
+// failFirstPut fails the first Put (with errFirstPut) and passes on the rest.
+type failFirstPut struct {
+	store.Store
+	puts atomic.Int32
+}
+
+var errFirstPut = errors.New("first put refused")
+
+func (s *failFirstPut) Put(ctx context.Context, key string, data []byte) error {
+	if s.puts.Add(1) == 1 {
+		return errFirstPut
+	}
+	return s.Store.Put(ctx, key, data)
+}
+
+// TestBackgroundStoreFailure: a full file is stored on its own goroutine while the next
+// is encoded; its store error fails the Writer (returned by a later Write or by Close),
+// it is not listed by Written, and no goroutine is left behind. A Writer whose files all
+// store lists every one, in order, only after Close.
+func TestBackgroundStoreFailure(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{{Name: "a", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	rec := randRecord(seeded(t), schema, 100, 0)
+	defer rec.Release()
+	before := runtime.NumGoroutine()
+	fs := &failFirstPut{Store: memStore(t)}
+	w, err := NewWriter(context.Background(), fs, "f", schema, fieldIDsFor(schema), WriterOptions{MaxRowsPerBatch: 10, MaxRowsPerFile: 20, CompressConcurrency: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = w.Write(rec)
+	if err == nil {
+		_, err = w.Close()
+	}
+	if !errors.Is(err, errFirstPut) {
+		t.Fatalf("Write/Close: %v, want the first Put's error", err)
+	}
+	if n := len(w.Written()); n != 0 {
+		t.Fatalf("Written lists %d files after the first file's Put failed, want 0", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		runtime.Gosched()
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Fatalf("%d goroutines after the failed writer, %d before", n, before)
+	}
+
+	s := memStore(t)
+	w, err = NewWriter(context.Background(), s, "g", schema, fieldIDsFor(schema), WriterOptions{MaxRowsPerBatch: 10, MaxRowsPerFile: 20, CompressConcurrency: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	files, err := w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 5 {
+		t.Fatalf("%d files, want 5", len(files))
+	}
+	for i, df := range files {
+		if df.Rows != 20 {
+			t.Fatalf("file %d has %d rows, want 20", i, df.Rows)
+		}
+	}
+	got := readAll(t, s, files)
+	defer got.Release()
+	for c := range int(rec.NumCols()) {
+		if !array.Equal(got.Column(c), rec.Column(c)) {
+			t.Fatalf("column %d read back differs from the rows written", c)
+		}
 	}
 }
