@@ -18,6 +18,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
@@ -64,7 +65,10 @@ type timed struct {
 
 // measure runs step after a GC, with the peak RSS reset, and fills t.
 func (w *worker) measure(t *timed, step func() error) error {
-	runtime.GC()
+	// Return the heap freed by earlier operations (prepare's loaded dataset, earlier
+	// imports) to the OS first, so the peak is this operation's, not a high-water mark
+	// the runtime kept from before (it holds freed spans for minutes).
+	debug.FreeOSMemory()
 	resetPeakRSS()
 	before := w.st.Counters().Snapshot()
 	c0, t0 := processCPU(), time.Now()
@@ -438,7 +442,10 @@ func (w *worker) importParquet(ctx context.Context, a importArgs) (*importResult
 			return err
 		}
 		defer f.Close()
-		pr, err := file.NewParquetReader(f)
+		props := parquet.NewReaderProperties(memory.DefaultAllocator) // as shale import reads it
+		props.BufferedStreamEnabled = true
+		props.BufferSize = 1 << 20
+		pr, err := file.NewParquetReader(f, file.WithReadProps(props))
 		if err != nil {
 			return err
 		}
