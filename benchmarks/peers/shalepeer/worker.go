@@ -65,10 +65,7 @@ type timed struct {
 
 // measure runs step after a GC, with the peak RSS reset, and fills t.
 func (w *worker) measure(t *timed, step func() error) error {
-	// Return the heap freed by earlier operations (prepare's loaded dataset, earlier
-	// imports) to the OS first, so the peak is this operation's, not a high-water mark
-	// the runtime kept from before (it holds freed spans for minutes).
-	debug.FreeOSMemory()
+	runtime.GC()
 	resetPeakRSS()
 	before := w.st.Counters().Snapshot()
 	c0, t0 := processCPU(), time.Now()
@@ -264,7 +261,14 @@ func (w *worker) prepare(ctx context.Context, a prepareArgs) (*prepareResult, er
 	if err != nil {
 		return nil, err
 	}
-	defer ds.Release()
+	defer func() {
+		// Return the loaded dataset's heap to the OS: the runtime keeps freed spans
+		// mapped for minutes, and the next operation's peak RSS (VmHWM reset to the
+		// current RSS) would start from it (the first import after prepare peaked at
+		// 408 MB, later ones at 205 MB).
+		ds.Release()
+		debug.FreeOSMemory()
+	}()
 	res := &prepareResult{LoadS: time.Since(t0).Seconds(), StoreURL: st.URL()}
 	fmt.Fprintf(w.log, "shalepeer: loaded %d rows in %.1f s\n", ds.Rows, res.LoadS)
 	w.table, w.dir = a.Table, a.Dir
