@@ -101,12 +101,15 @@ type Writer struct {
 }
 
 type fileBuilder struct {
-	buf     chunkBuffer
-	fw      *ipc.FileWriter // dictionary schemas only
-	pos     int64           // bytes in buf
-	blocks  []ipcBlock      // of the batches appended to buf
-	jobs    []*batchJob     // batches being encoded, in file order
-	rows    int64           // rows of the batches appended or being encoded
+	buf chunkBuffer     // the file as arrow-go's writer encodes it (dictionary schemas only)
+	fw  *ipc.FileWriter // dictionary schemas only
+	// parts are the file's pieces in order (the frame's and the encoded batches', not
+	// copied), joined once into a slice of the exact size when the file is stored.
+	parts   [][]byte
+	pos     int64       // bytes in parts
+	blocks  []ipcBlock  // of the batches appended to parts
+	jobs    []*batchJob // batches being encoded, in file order
+	rows    int64       // rows of the batches appended or being encoded
 	batches []BatchInfo
 	stats   []ColumnStats // exact whole-file statistics so far
 }
@@ -454,9 +457,25 @@ func (fb *fileBuilder) waitJobs() {
 	fb.jobs = nil
 }
 
+// write appends p (not copied: it must not change) to the file.
 func (fb *fileBuilder) write(p []byte) {
-	fb.buf.Write(p)
+	fb.parts = append(fb.parts, p)
 	fb.pos += int64(len(p))
+}
+
+// bytes returns the whole file as one slice and drops the pieces it was made of.
+func (fb *fileBuilder) bytes() []byte {
+	if fb.fw != nil {
+		data := fb.buf.Bytes()
+		fb.buf = chunkBuffer{}
+		return data
+	}
+	data := make([]byte, 0, fb.pos)
+	for _, p := range fb.parts {
+		data = append(data, p...)
+	}
+	fb.parts = nil
+	return data
 }
 
 // addBatch records a batch appended to the file with its exact statistics.
@@ -555,8 +574,7 @@ func (w *Writer) storeFile(fb *fileBuilder, name string) (DataFile, error) {
 	if w.dir != "" {
 		key = w.dir + "/" + name
 	}
-	data := fb.buf.Bytes()
-	fb.buf = chunkBuffer{}
+	data := fb.bytes()
 	footerCRC, err := checksumBlocks(data, w.schema, fb.batches)
 	if err != nil {
 		return DataFile{}, fmt.Errorf("fragment: re-read the encoded file: %w", err)
