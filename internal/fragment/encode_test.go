@@ -439,3 +439,75 @@ func TestBackgroundStoreFailure(t *testing.T) {
 		}
 	}
 }
+
+// gatedPut holds every Put until release is closed, after telling entered.
+type gatedPut struct {
+	store.Store
+	entered  chan string
+	release  chan struct{}
+	returned atomic.Int32 // Puts returned
+}
+
+func (s *gatedPut) Put(ctx context.Context, key string, data []byte) error {
+	s.entered <- key
+	<-s.release
+	defer s.returned.Add(1)
+	return s.Store.Put(ctx, key, data)
+}
+
+// TestCloseWaitsForEveryStore: while a full file's Put is held, Write goes on encoding
+// the next file (a file filling up while the previous one is still being stored would
+// wait for it), and Close does not return until that Put (and the last file's) has
+// returned; Close then lists every file, in write order.
+func TestCloseWaitsForEveryStore(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{{Name: "a", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	rec := randRecord(seeded(t), schema, 35, 0)
+	defer rec.Release()
+	gs := &gatedPut{Store: memStore(t), entered: make(chan string, 8), release: make(chan struct{})}
+	w, err := NewWriter(context.Background(), gs, "f", schema, fieldIDsFor(schema), WriterOptions{MaxRowsPerBatch: 10, MaxRowsPerFile: 20, CompressConcurrency: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := rec.NewSlice(0, 30) // a full file (held in its Put) and a batch of the next
+	defer first.Release()
+	if err := w.Write(first); err != nil {
+		t.Fatal(err)
+	}
+	firstKey := <-gs.entered
+	rest := rec.NewSlice(30, 35) // the second file stays partial: Write does not wait
+	defer rest.Release()
+	if err := w.Write(rest); err != nil {
+		t.Fatal(err)
+	}
+	type closed struct {
+		files []DataFile
+		err   error
+		puts  int32 // Puts returned when Close returned
+	}
+	done := make(chan closed, 1)
+	go func() {
+		files, err := w.Close()
+		done <- closed{files, err, gs.returned.Load()}
+	}()
+	select {
+	case c := <-done:
+		t.Fatalf("Close returned (%v) while the first file's Put was held", c.err)
+	default:
+	}
+	close(gs.release)
+	c := <-done
+	if c.err != nil {
+		t.Fatal(c.err)
+	}
+	if c.puts != 2 {
+		t.Fatalf("Close returned after %d Puts had returned, want 2", c.puts)
+	}
+	if len(c.files) != 2 || c.files[0].Key != firstKey {
+		t.Fatalf("Close listed %+v, want 2 files, the first %s", c.files, firstKey)
+	}
+	got := readAll(t, gs.Store, c.files)
+	defer got.Release()
+	if !array.Equal(got.Column(0), rec.Column(0)) {
+		t.Fatal("rows read back differ from the rows written")
+	}
+}
