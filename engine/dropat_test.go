@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -79,8 +81,20 @@ func TestInterruptedAppendIsRejectedWithItsTransaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Cancel once two data files are written (the seam is hit before each batch).
+	// Cancel once two data files are written (the seam is hit before each batch; the
+	// second file is stored in the background while the third batch starts, so wait for
+	// it to be stored first).
 	disable := failpoint.Enable("fragment.encode_batch", failpoint.Call(func(context.Context) error {
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			objs, err := s.List(context.Background(), manifest.DataDir("t"), 0)
+			if err != nil {
+				return err
+			}
+			if len(objs) >= 2 || time.Now().After(deadline) {
+				break
+			}
+			runtime.Gosched()
+		}
 		cancel()
 		return context.Canceled
 	}).After(2))

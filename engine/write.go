@@ -89,8 +89,10 @@ func checkNulls(table string, schema *arrow.Schema, rec arrow.RecordBatch) error
 }
 
 // writeFragments streams rdr into new data files (one fragment per file) under the data
-// directory of transaction txnID (manifest.TxnDataDir). Memory is bounded by one data
-// file's worth of encoded batches. The files are not referenced by any version until a
+// directory of transaction txnID (manifest.TxnDataDir). Memory is bounded by two data
+// files' worth of encoded batches (one stored in the background while the next is
+// encoded; fragment.Writer) besides the batches being encoded. Every file is stored
+// (durable) before writeFragments returns. The files are not referenced by any version until a
 // commit of txnID names them; on error they are left for GC, which fences txnID before
 // deleting them.
 func (t *Table) writeFragments(ctx context.Context, rdr array.RecordReader, schema *arrow.Schema, fieldIDs []int32, txnID string) ([]manifest.Fragment, int64, error) {

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 
 	"github.com/shale-db/shale/internal/failpoint"
 	"github.com/shale-db/shale/internal/panics"
+	"github.com/shale-db/shale/store"
 )
 
 // readWithArrow reads every batch of a stored data file with arrow-go's own IPC file
@@ -260,15 +262,36 @@ func TestPanicOnEncodingGoroutine(t *testing.T) {
 	rec := randRecord(seeded(t), schema, 100, 0)
 	defer rec.Release()
 	before := runtime.NumGoroutine()
-	// Batches of 10 rows, files of 20: the first file is stored before the panic (the
-	// fourth batch).
-	disable := failpoint.Enable("fragment.encode_job", failpoint.Panic("encode").After(3))
-	defer disable()
+	// Batches of 10 rows, files of 20: the first file is written and stored (in the
+	// background; polled for) before the failpoint is enabled, then a batch of the
+	// second file panics.
 	w, err := NewWriter(context.Background(), s, "f", schema, fieldIDsFor(schema), WriterOptions{MaxRowsPerBatch: 10, MaxRowsPerFile: 20, CompressConcurrency: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = w.Write(rec)
+	first := rec.NewSlice(0, 20)
+	defer first.Release()
+	if err := w.Write(first); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		objs, err := s.List(context.Background(), "f/", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(objs) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d files stored 10 s after the first file filled up, want 1", len(objs))
+		}
+		runtime.Gosched()
+	}
+	disable := failpoint.Enable("fragment.encode_job", failpoint.Panic("encode"))
+	defer disable()
+	rest := rec.NewSlice(20, rec.NumRows())
+	defer rest.Release()
+	err = w.Write(rest)
 	if err == nil {
 		_, err = w.Close()
 	}
@@ -338,5 +361,153 @@ func TestLargeBuffersDecodeInParallel(t *testing.T) {
 			t.Fatalf("round %d: projected columns differ", round)
 		}
 		proj.Release()
+	}
+}
+
+// failFirstPut fails the first Put (with errFirstPut) and passes on the rest.
+type failFirstPut struct {
+	store.Store
+	puts atomic.Int32
+}
+
+var errFirstPut = errors.New("first put refused")
+
+func (s *failFirstPut) Put(ctx context.Context, key string, data []byte) error {
+	if s.puts.Add(1) == 1 {
+		return errFirstPut
+	}
+	return s.Store.Put(ctx, key, data)
+}
+
+// TestBackgroundStoreFailure: a full file is stored on its own goroutine while the next
+// is encoded; its store error fails the Writer (returned by a later Write or by Close),
+// it is not listed by Written, and no goroutine is left behind. A Writer whose files all
+// store lists every one, in order, only after Close.
+func TestBackgroundStoreFailure(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{{Name: "a", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	rec := randRecord(seeded(t), schema, 100, 0)
+	defer rec.Release()
+	before := runtime.NumGoroutine()
+	fs := &failFirstPut{Store: memStore(t)}
+	w, err := NewWriter(context.Background(), fs, "f", schema, fieldIDsFor(schema), WriterOptions{MaxRowsPerBatch: 10, MaxRowsPerFile: 20, CompressConcurrency: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = w.Write(rec)
+	if err == nil {
+		_, err = w.Close()
+	}
+	if !errors.Is(err, errFirstPut) {
+		t.Fatalf("Write/Close: %v, want the first Put's error", err)
+	}
+	if n := len(w.Written()); n != 0 {
+		t.Fatalf("Written lists %d files after the first file's Put failed, want 0", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		runtime.Gosched()
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Fatalf("%d goroutines after the failed writer, %d before", n, before)
+	}
+
+	s := memStore(t)
+	w, err = NewWriter(context.Background(), s, "g", schema, fieldIDsFor(schema), WriterOptions{MaxRowsPerBatch: 10, MaxRowsPerFile: 20, CompressConcurrency: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	files, err := w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 5 {
+		t.Fatalf("%d files, want 5", len(files))
+	}
+	for i, df := range files {
+		if df.Rows != 20 {
+			t.Fatalf("file %d has %d rows, want 20", i, df.Rows)
+		}
+	}
+	got := readAll(t, s, files)
+	defer got.Release()
+	for c := range int(rec.NumCols()) {
+		if !array.Equal(got.Column(c), rec.Column(c)) {
+			t.Fatalf("column %d read back differs from the rows written", c)
+		}
+	}
+}
+
+// gatedPut holds every Put until release is closed, after telling entered.
+type gatedPut struct {
+	store.Store
+	entered  chan string
+	release  chan struct{}
+	returned atomic.Int32 // Puts returned
+}
+
+func (s *gatedPut) Put(ctx context.Context, key string, data []byte) error {
+	s.entered <- key
+	<-s.release
+	defer s.returned.Add(1)
+	return s.Store.Put(ctx, key, data)
+}
+
+// TestCloseWaitsForEveryStore: while a full file's Put is held, Write goes on encoding
+// the next file (a file filling up while the previous one is still being stored would
+// wait for it), and Close does not return until that Put (and the last file's) has
+// returned; Close then lists every file, in write order.
+func TestCloseWaitsForEveryStore(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{{Name: "a", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	rec := randRecord(seeded(t), schema, 35, 0)
+	defer rec.Release()
+	gs := &gatedPut{Store: memStore(t), entered: make(chan string, 8), release: make(chan struct{})}
+	w, err := NewWriter(context.Background(), gs, "f", schema, fieldIDsFor(schema), WriterOptions{MaxRowsPerBatch: 10, MaxRowsPerFile: 20, CompressConcurrency: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := rec.NewSlice(0, 30) // a full file (held in its Put) and a batch of the next
+	defer first.Release()
+	if err := w.Write(first); err != nil {
+		t.Fatal(err)
+	}
+	firstKey := <-gs.entered
+	rest := rec.NewSlice(30, 35) // the second file stays partial: Write does not wait
+	defer rest.Release()
+	if err := w.Write(rest); err != nil {
+		t.Fatal(err)
+	}
+	type closed struct {
+		files []DataFile
+		err   error
+		puts  int32 // Puts returned when Close returned
+	}
+	done := make(chan closed, 1)
+	go func() {
+		files, err := w.Close()
+		done <- closed{files, err, gs.returned.Load()}
+	}()
+	select {
+	case c := <-done:
+		t.Fatalf("Close returned (%v) while the first file's Put was held", c.err)
+	default:
+	}
+	close(gs.release)
+	c := <-done
+	if c.err != nil {
+		t.Fatal(c.err)
+	}
+	if c.puts != 2 {
+		t.Fatalf("Close returned after %d Puts had returned, want 2", c.puts)
+	}
+	if len(c.files) != 2 || c.files[0].Key != firstKey {
+		t.Fatalf("Close listed %+v, want 2 files, the first %s", c.files, firstKey)
+	}
+	got := readAll(t, gs.Store, c.files)
+	defer got.Release()
+	if !array.Equal(got.Column(0), rec.Column(0)) {
+		t.Fatal("rows read back differ from the rows written")
 	}
 }

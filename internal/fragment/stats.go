@@ -213,6 +213,11 @@ func bytesStats(s *ColumnStats, a arrow.Array, kind ValueKind, value func(int) [
 			lo, hi, ok = v, v, true
 			continue
 		}
+		// Most values fall strictly inside [lo, hi] by their first byte alone: then they
+		// change neither bound, and the two byte-wise comparisons are skipped.
+		if len(v) > 0 && len(lo) > 0 && len(hi) > 0 && v[0] > lo[0] && v[0] < hi[0] {
+			continue
+		}
 		if bytes.Compare(v, lo) < 0 {
 			lo = v
 		}
@@ -247,6 +252,11 @@ func offsetBytesStats[O int32 | int64](s *ColumnStats, a arrow.Array, kind Value
 		v := data[offsets[i]-base : offsets[i+1]-base]
 		if !ok {
 			lo, hi, ok = v, v, true
+			continue
+		}
+		// Most values fall strictly inside [lo, hi] by their first byte alone: then they
+		// change neither bound, and the two byte-wise comparisons are skipped.
+		if len(v) > 0 && len(lo) > 0 && len(hi) > 0 && v[0] > lo[0] && v[0] < hi[0] {
 			continue
 		}
 		if bytes.Compare(v, lo) < 0 {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
@@ -66,5 +67,39 @@ func TestStatsEdgeCases(t *testing.T) {
 	defer bools.Release()
 	if s := columnStats(3, bools); !s.HasMinMax || !s.Min.Bool || !s.Max.Bool || s.NullCount != 1 {
 		t.Fatalf("bools: %+v", s)
+	}
+}
+
+// TestStringStatsFirstByteShortcut: string and binary minima and maxima, which skip the
+// byte-wise comparisons for values strictly inside the bounds by their first byte, match
+// the brute-force statistics on values that share first bytes, are empty or null, in
+// many random orders.
+func TestStringStatsFirstByteShortcut(t *testing.T) {
+	rng := seeded(t)
+	alphabet := []byte{0, 'a', 'b', 'c', 0xff}
+	for round := range 500 {
+		sb := array.NewLargeStringBuilder(memory.DefaultAllocator)
+		bb := array.NewBinaryBuilder(memory.DefaultAllocator, arrow.BinaryTypes.Binary)
+		for range 1 + rng.IntN(40) {
+			if rng.IntN(8) == 0 {
+				sb.AppendNull()
+				bb.AppendNull()
+				continue
+			}
+			v := make([]byte, rng.IntN(4))
+			for i := range v {
+				v[i] = alphabet[rng.IntN(len(alphabet))]
+			}
+			sb.Append(strings.ToValidUTF8(string(v), "z"))
+			bb.Append(v)
+		}
+		for _, a := range []arrow.Array{sb.NewArray(), bb.NewArray()} {
+			if got, want := finalizeStats(columnStats(4, a)), bruteStats(4, a); got != want {
+				t.Fatalf("round %d, %s: got %+v, want %+v", round, a.DataType(), got, want)
+			}
+			a.Release()
+		}
+		sb.Release()
+		bb.Release()
 	}
 }

@@ -43,10 +43,10 @@ type WriterOptions struct {
 	Allocator        memory.Allocator // default memory.DefaultAllocator
 	// CompressConcurrency is how many goroutines encode at once: batches are laid out,
 	// given statistics and compressed on their own goroutines, up to CompressConcurrency+1
-	// batches at a time (the memory bound: that many uncompressed batches, besides the
-	// file being assembled), and a batch's large buffers are compressed in parallel when a
-	// goroutine is free. Default: GOMAXPROCS, at most 8. The bytes written do not depend
-	// on it.
+	// batches at a time across files (the memory bound: that many uncompressed batches,
+	// besides the file being assembled and the previous file being stored), and a
+	// batch's large buffers are compressed in parallel when a goroutine is free. Default:
+	// GOMAXPROCS, at most 8. The bytes written do not depend on it.
 	CompressConcurrency int
 }
 
@@ -62,7 +62,12 @@ var ErrSchemaMismatch = errors.New("fragment: record schema does not match the w
 // Writer streams records into data files of at most MaxRowsPerFile rows each, re-chunking
 // them into record batches of at most MaxRowsPerBatch rows. Every batch but the last of a
 // file is full. Each file is encoded in memory and stored with one Put under
-// dir + "/" + <ULID> + ".arrow". A Writer is not safe for concurrent use.
+// dir + "/" + <ULID> + ".arrow". A full file is finished (its last batches collected,
+// footer, checksums) and stored on a goroutine of its own while the next file's batches
+// are encoded; at most one file is stored at a time, so memory holds at most two encoded
+// files (the one being stored and the one being assembled) besides the batches being
+// encoded. Close returns only once every file is stored (as durable as store.Put makes
+// it). A Writer is not safe for concurrent use.
 type Writer struct {
 	ctx      context.Context
 	store    store.Store
@@ -73,14 +78,20 @@ type Writer struct {
 	// frame and enc encode batches on worker goroutines (encode.go); enc is nil for
 	// CompressionNone. frame is nil for schemas with dictionaries, which arrow-go's
 	// FileWriter encodes with ipcOpts instead.
-	frame       *fileFrame
-	enc         *codecEncoder
-	helpers     helpers
-	maxInflight int
-	ipcOpts     []ipc.Option
+	frame   *fileFrame
+	enc     *codecEncoder
+	helpers helpers
+	ipcOpts []ipc.Option
 
 	pending     []arrow.RecordBatch // slices waiting to form the next batch
 	pendingRows int64
+
+	// slots holds a token per batch being encoded, in every file: its capacity,
+	// CompressConcurrency+1, bounds them.
+	slots chan struct{}
+	// storing is the previous file, being finished and stored in the background (nil:
+	// none); joinStoring collects it into written.
+	storing *storeJob
 
 	cur     *fileBuilder
 	written []DataFile
@@ -89,14 +100,25 @@ type Writer struct {
 }
 
 type fileBuilder struct {
-	buf     chunkBuffer
-	fw      *ipc.FileWriter // dictionary schemas only
-	pos     int64           // bytes in buf
-	blocks  []ipcBlock      // of the batches appended to buf
-	jobs    []*batchJob     // batches being encoded, in file order
-	rows    int64           // rows of the batches appended or being encoded
+	buf chunkBuffer     // the file as arrow-go's writer encodes it (dictionary schemas only)
+	fw  *ipc.FileWriter // dictionary schemas only
+	// parts are the file's pieces in order (the frame's and the encoded batches', not
+	// copied), joined once into a slice of the exact size when the file is stored.
+	parts   [][]byte
+	pos     int64       // bytes in parts
+	blocks  []ipcBlock  // of the batches appended to parts
+	jobs    []*batchJob // batches being encoded, in file order
+	rows    int64       // rows of the batches appended or being encoded
 	batches []BatchInfo
 	stats   []ColumnStats // exact whole-file statistics so far
+}
+
+// storeJob is a full file being finished and stored on its own goroutine; done is closed
+// when df (or err) is set.
+type storeJob struct {
+	done chan struct{}
+	df   DataFile
+	err  error
 }
 
 // batchJob is one batch being encoded on its own goroutine; done is closed when eb (or
@@ -158,7 +180,7 @@ func NewWriter(ctx context.Context, s store.Store, dir string, schema *arrow.Sch
 	w := &Writer{
 		ctx: ctx, store: s, dir: strings.TrimSuffix(dir, "/"), schema: fileSchema,
 		fieldIDs: append([]int32(nil), fieldIDs...), opts: opts,
-		maxInflight: cc + 1, helpers: make(helpers, max(cc-1, 0)),
+		helpers: make(helpers, max(cc-1, 0)), slots: make(chan struct{}, cc+1),
 	}
 	var level int
 	if opts.Compression == CompressionZstd {
@@ -211,7 +233,9 @@ func decodeFieldIDs(s string) ([]int32, error) {
 
 // Write appends rec's rows. The Writer keeps references to rec's buffers (Retain) until
 // they are encoded, so the caller may Release rec as usual once Write returns, but must
-// not modify its buffers. A data file that fills up is stored before Write returns.
+// not modify its buffers. A data file that fills up is stored in the background while
+// Write goes on with the next one (Close waits for it); a failure to store it is returned
+// by a later Write or by Close.
 // Errors: ErrClosed, ErrSchemaMismatch, encoding errors, store errors (*store.Error), and *panics.Error wrapping
 // panics.ErrInternal for a panic while encoding; after an error the Writer is failed.
 func (w *Writer) Write(rec arrow.RecordBatch) (err error) {
@@ -282,6 +306,7 @@ func (w *Writer) recoverPanic(errp *error) {
 		}
 		w.cur = nil
 	}
+	quietly(func() { _ = w.joinStoring() })
 }
 
 func (w *Writer) fail(err error) error {
@@ -294,7 +319,25 @@ func (w *Writer) fail(err error) error {
 		}
 		w.cur = nil
 	}
+	// The file being stored: its goroutine ends, and if it was stored, Written lists it.
+	_ = w.joinStoring()
 	return err
+}
+
+// joinStoring waits for the file being stored in the background, if any, and adds it to
+// written (or returns its error).
+func (w *Writer) joinStoring() error {
+	sj := w.storing
+	if sj == nil {
+		return nil
+	}
+	<-sj.done
+	w.storing = nil
+	if sj.err != nil {
+		return sj.err
+	}
+	w.written = append(w.written, sj.df)
+	return nil
 }
 
 func (w *Writer) releasePending() {
@@ -340,17 +383,19 @@ func (w *Writer) flushBatch() error {
 		return nil
 	}
 	job := &batchJob{done: make(chan struct{}), rows: rec.NumRows()}
+	w.slots <- struct{}{} // wait while CompressConcurrency+1 batches are being encoded
 	rec.Retain()
 	go w.encode(job, rec)
 	w.cur.jobs = append(w.cur.jobs, job)
 	w.cur.rows += rec.NumRows()
-	return w.collect(false)
+	return w.cur.collect(false)
 }
 
 // encode runs on a batch's own goroutine: statistics, layout and compression of rec
 // (released when done).
 func (w *Writer) encode(j *batchJob, rec arrow.RecordBatch) {
 	defer close(j.done)
+	defer func() { <-w.slots }()
 	defer rec.Release()
 	defer func() {
 		if v := recover(); v != nil {
@@ -366,14 +411,12 @@ func (w *Writer) encode(j *batchJob, rec arrow.RecordBatch) {
 	}
 }
 
-// collect appends the encoded batches of the current file to it in file order: those
-// already done, waiting for the oldest while maxInflight or more are in flight; with all,
-// every one.
-func (w *Writer) collect(all bool) error {
-	fb := w.cur
+// collect appends the encoded batches of the file to it in file order: those already
+// done; with all, every one (waiting for them).
+func (fb *fileBuilder) collect(all bool) error {
 	for len(fb.jobs) > 0 {
 		j := fb.jobs[0]
-		if all || len(fb.jobs) >= w.maxInflight {
+		if all {
 			<-j.done
 		} else {
 			select {
@@ -396,18 +439,38 @@ func (w *Writer) collect(all bool) error {
 // waitJobs waits for the current file's batches in flight (after a failure: their
 // goroutines release what they hold).
 func (w *Writer) waitJobs() {
-	if w.cur == nil {
-		return
+	if w.cur != nil {
+		w.cur.waitJobs()
 	}
-	for _, j := range w.cur.jobs {
-		<-j.done
-	}
-	w.cur.jobs = nil
 }
 
+// waitJobs waits for the file's batches in flight.
+func (fb *fileBuilder) waitJobs() {
+	for _, j := range fb.jobs {
+		<-j.done
+	}
+	fb.jobs = nil
+}
+
+// write appends p (not copied: it must not change) to the file.
 func (fb *fileBuilder) write(p []byte) {
-	fb.buf.Write(p)
+	fb.parts = append(fb.parts, p)
 	fb.pos += int64(len(p))
+}
+
+// bytes returns the whole file as one slice and drops the pieces it was made of.
+func (fb *fileBuilder) bytes() []byte {
+	if fb.fw != nil {
+		data := fb.buf.Bytes()
+		fb.buf = chunkBuffer{}
+		return data
+	}
+	data := make([]byte, 0, fb.pos)
+	for _, p := range fb.parts {
+		data = append(data, p...)
+	}
+	fb.parts = nil
+	return data
 }
 
 // addBatch records a batch appended to the file with its exact statistics.
@@ -451,18 +514,49 @@ func (w *Writer) concatPending() (arrow.RecordBatch, error) {
 	return array.NewRecordBatch(w.schema, cols, w.pendingRows), nil
 }
 
-// finishFile closes the current IPC file and stores it with one Put.
+// finishFile hands the current file to a goroutine that finishes and stores it, after
+// the previous one is stored (its error is returned here).
 func (w *Writer) finishFile() error {
-	if w.frame != nil {
-		if err := w.collect(true); err != nil {
-			return err
-		}
-	}
 	fb := w.cur
 	w.cur = nil
+	if err := w.joinStoring(); err != nil {
+		fb.waitJobs()
+		if fb.fw != nil {
+			fb.fw.Close()
+		}
+		return err
+	}
+	name := ulid.Make().String() + ".arrow"
+	sj := &storeJob{done: make(chan struct{})}
+	w.storing = sj
+	go func() {
+		defer close(sj.done)
+		defer func() {
+			if v := recover(); v != nil {
+				sj.err = panics.New("write data file under", w.dir, v)
+				quietly(fb.waitJobs)
+			}
+		}()
+		sj.df, sj.err = w.storeFile(fb, name)
+		if sj.err != nil {
+			fb.waitJobs()
+		}
+	}()
+	return nil
+}
+
+// storeFile collects fb's batches, closes the IPC file and stores it with one Put as
+// name under the Writer's directory. It runs on its own goroutine and touches no Writer
+// state but its immutable fields.
+func (w *Writer) storeFile(fb *fileBuilder, name string) (DataFile, error) {
+	if w.frame != nil {
+		if err := fb.collect(true); err != nil {
+			return DataFile{}, err
+		}
+	}
 	if fb.fw != nil {
 		if err := fb.fw.Close(); err != nil {
-			return fmt.Errorf("fragment: finish ipc file: %w", err)
+			return DataFile{}, fmt.Errorf("fragment: finish ipc file: %w", err)
 		}
 	} else {
 		fb.write(w.frame.eos)
@@ -471,19 +565,17 @@ func (w *Writer) finishFile() error {
 		fb.write(binary.LittleEndian.AppendUint32(nil, uint32(len(footer))))
 		fb.write([]byte(ipcMagic))
 	}
-	name := ulid.Make().String() + ".arrow"
 	key := name
 	if w.dir != "" {
 		key = w.dir + "/" + name
 	}
-	data := fb.buf.Bytes()
-	fb.buf = chunkBuffer{}
+	data := fb.bytes()
 	footerCRC, err := checksumBlocks(data, w.schema, fb.batches)
 	if err != nil {
-		return fmt.Errorf("fragment: re-read the encoded file: %w", err)
+		return DataFile{}, fmt.Errorf("fragment: re-read the encoded file: %w", err)
 	}
 	if err := w.store.Put(w.ctx, key, data); err != nil {
-		return err
+		return DataFile{}, err
 	}
 	df := DataFile{
 		Key: key, Size: int64(len(data)), Rows: fb.rows,
@@ -497,8 +589,7 @@ func (w *Writer) finishFile() error {
 		// One batch: its statistics are the file's (BatchStats returns them).
 		df.Batches[0].Stats = nil
 	}
-	w.written = append(w.written, df)
-	return nil
+	return df, nil
 }
 
 // Close flushes buffered rows, stores the last data file and returns every file written,
@@ -521,6 +612,9 @@ func (w *Writer) Close() (_ []DataFile, err error) {
 		if err := w.finishFile(); err != nil {
 			return nil, w.fail(err)
 		}
+	}
+	if err := w.joinStoring(); err != nil {
+		return nil, w.fail(err)
 	}
 	return w.Written(), nil
 }
