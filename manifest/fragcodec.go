@@ -579,7 +579,11 @@ func (r *cborReader) float() (float64, error) {
 	return math.Float64frombits(v), nil
 }
 
-func (r *cborReader) fragment(f *Fragment) error {
+// mapFields reads a map whose keys are small unsigned integers, each once (canonical
+// one-byte heads: anything else is errSlowPath, for the reflection decoder), and calls
+// field with each key to read its value; field returns errSlowPath for a key it does not
+// know.
+func (r *cborReader) mapFields(field func(k int) error) error {
 	n, err := r.mapHeader()
 	if err != nil {
 		return err
@@ -590,6 +594,15 @@ func (r *cborReader) fragment(f *Fragment) error {
 		if err != nil {
 			return err
 		}
+		if err := field(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *cborReader) fragment(f *Fragment) error {
+	return r.mapFields(func(k int) (err error) {
 		switch k {
 		case 1:
 			f.ID, err = r.uint32()
@@ -611,24 +624,12 @@ func (r *cborReader) fragment(f *Fragment) error {
 		default:
 			return errSlowPath
 		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+		return err
+	})
 }
 
 func (r *cborReader) deletion(d *DeletionFile) error {
-	n, err := r.mapHeader()
-	if err != nil {
-		return err
-	}
-	var seen uint64
-	for range n {
-		k, err := r.key(&seen)
-		if err != nil {
-			return err
-		}
+	return r.mapFields(func(k int) (err error) {
 		switch k {
 		case 1:
 			d.Key, err = r.text()
@@ -639,24 +640,12 @@ func (r *cborReader) deletion(d *DeletionFile) error {
 		default:
 			return errSlowPath
 		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+		return err
+	})
 }
 
 func (r *cborReader) dataFile(df *fragment.DataFile) error {
-	n, err := r.mapHeader()
-	if err != nil {
-		return err
-	}
-	var seen uint64
-	for range n {
-		k, err := r.key(&seen)
-		if err != nil {
-			return err
-		}
+	return r.mapFields(func(k int) (err error) {
 		switch k {
 		case 1:
 			df.Key, err = r.text()
@@ -693,24 +682,12 @@ func (r *cborReader) dataFile(df *fragment.DataFile) error {
 		default:
 			return errSlowPath
 		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+		return err
+	})
 }
 
 func (r *cborReader) batch(bi *fragment.BatchInfo) error {
-	n, err := r.mapHeader()
-	if err != nil {
-		return err
-	}
-	var seen uint64
-	for range n {
-		k, err := r.key(&seen)
-		if err != nil {
-			return err
-		}
+	return r.mapFields(func(k int) (err error) {
 		switch k {
 		case 1:
 			bi.Rows, err = r.int64()
@@ -733,11 +710,8 @@ func (r *cborReader) batch(bi *fragment.BatchInfo) error {
 		default:
 			return errSlowPath
 		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+		return err
+	})
 }
 
 func (r *cborReader) statsList() ([]fragment.ColumnStats, error) {
@@ -755,16 +729,7 @@ func (r *cborReader) statsList() ([]fragment.ColumnStats, error) {
 }
 
 func (r *cborReader) stats(s *fragment.ColumnStats) error {
-	n, err := r.mapHeader()
-	if err != nil {
-		return err
-	}
-	var seen uint64
-	for range n {
-		k, err := r.key(&seen)
-		if err != nil {
-			return err
-		}
+	return r.mapFields(func(k int) (err error) {
 		switch k {
 		case 1:
 			s.FieldID, err = r.int32()
@@ -785,24 +750,12 @@ func (r *cborReader) stats(s *fragment.ColumnStats) error {
 		default:
 			return errSlowPath
 		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+		return err
+	})
 }
 
 func (r *cborReader) value(v *fragment.Value) error {
-	n, err := r.mapHeader()
-	if err != nil {
-		return err
-	}
-	var seen uint64
-	for range n {
-		k, err := r.key(&seen)
-		if err != nil {
-			return err
-		}
+	return r.mapFields(func(k int) (err error) {
 		switch k {
 		case 1:
 			var kind uint64
@@ -821,24 +774,12 @@ func (r *cborReader) value(v *fragment.Value) error {
 		default:
 			return errSlowPath
 		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+		return err
+	})
 }
 
 func (r *cborReader) idempotency(rec *IdempotencyRecord) error {
-	n, err := r.mapHeader()
-	if err != nil {
-		return err
-	}
-	var seen uint64
-	for range n {
-		k, err := r.key(&seen)
-		if err != nil {
-			return err
-		}
+	return r.mapFields(func(k int) (err error) {
 		switch k {
 		case 1:
 			rec.Key, err = r.text()
@@ -849,9 +790,6 @@ func (r *cborReader) idempotency(rec *IdempotencyRecord) error {
 		default:
 			return errSlowPath
 		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+		return err
+	})
 }
