@@ -3,7 +3,6 @@ package compaction
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 
 	"testing"
@@ -11,11 +10,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/engine/enginetest"
+	"github.com/shale-db/shale/internal/flightstest"
 	"github.com/shale-db/shale/store"
 )
 
@@ -28,53 +26,14 @@ func openDB(t testing.TB, s store.Store) *engine.DB {
 }
 
 // flightBatches returns the first n record batches of rows rows each from the bundled
-// flights data (testdata/flights-3m.parquet, read with pqarrow).
+// flights data (internal/flightstest).
 func flightBatches(t testing.TB, n, rows int) (*arrow.Schema, []arrow.RecordBatch) {
 	t.Helper()
-	var path string
-	for _, p := range []string{"../testdata/flights-3m.parquet", "../../shared/data/flights-3m.parquet"} {
-		if _, err := os.Stat(p); err == nil {
-			path = p
-			break
-		}
+	schema, batches := flightstest.Batches(t, n*rows, rows)
+	if len(batches) != n {
+		t.Fatalf("flights data: %d batches of at most %d rows, want %d", len(batches), rows, n)
 	}
-	if path == "" {
-		t.Skip("flights-3m.parquet not found")
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	pf, err := file.NewParquetReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: int64(rows)}, memory.DefaultAllocator)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdr, err := fr.GetRecordReader(context.Background(), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdr.Release()
-	var out []arrow.RecordBatch
-	for len(out) < n && rdr.Next() {
-		rec := rdr.RecordBatch()
-		for off := int64(0); off < rec.NumRows() && len(out) < n; off += int64(rows) {
-			out = append(out, rec.NewSlice(off, min(off+int64(rows), rec.NumRows())))
-		}
-	}
-	if err := rdr.Err(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, r := range out {
-			r.Release()
-		}
-	})
-	return rdr.Schema(), out
+	return schema, batches
 }
 
 // appendEach creates table name and appends every batch as its own version (one small

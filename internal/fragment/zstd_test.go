@@ -16,55 +16,17 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/shale-db/shale/internal/flightstest"
 	"github.com/shale-db/shale/store"
 )
 
-// flightsRecords reads the first rows rows of the bundled flights data
-// (testdata/flights-3m.parquet) as records of at most batchRows rows.
+// flightsRecords is the first rows rows of the bundled flights data as records of at most
+// batchRows rows (internal/flightstest).
 func flightsRecords(t testing.TB, rows, batchRows int) []arrow.RecordBatch {
 	t.Helper()
-	path := "../../testdata/flights-3m.parquet"
-	if _, err := os.Stat(path); err != nil {
-		t.Skipf("flights data: %v", err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	pf, err := file.NewParquetReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: int64(batchRows)}, memory.DefaultAllocator)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdr, err := fr.GetRecordReader(context.Background(), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdr.Release()
-	var out []arrow.RecordBatch
-	n := 0
-	for n < rows && rdr.Next() {
-		rec := rdr.RecordBatch()
-		take := min(int64(rows-n), rec.NumRows())
-		out = append(out, rec.NewSlice(0, take))
-		n += int(take)
-	}
-	if err := rdr.Err(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, r := range out {
-			r.Release()
-		}
-	})
-	return out
+	_, recs := flightstest.Batches(t, rows, batchRows)
+	return recs
 }
 
 // ipcBuffers returns the buffers encodeBatch compresses for rec: arrow-go's uncompressed
