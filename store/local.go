@@ -329,11 +329,6 @@ func (s *localStore) PutIfAbsent(ctx context.Context, key string, data []byte) e
 	return s.link(ctx, key, final, tmp, data)
 }
 
-// PutThenPutIfAbsent (Sequencer): PutAllThenPutIfAbsent with one Put.
-func (s *localStore) PutThenPutIfAbsent(ctx context.Context, putKey string, putData []byte, between func(context.Context) error, key string, data []byte) (error, error) {
-	return s.PutAllThenPutIfAbsent(ctx, []Object{{Key: putKey, Data: putData}}, between, key, data)
-}
-
 // PutAllThenPutIfAbsent (BatchSequencer): every temp file is written and fsynced at once
 // (with the fsyncs of any directory created for a key); then every Put's rename and the
 // fsync of its directory run at once; when all are done, between; then the
@@ -529,6 +524,5 @@ func (s *localStore) Delete(ctx context.Context, key string) error {
 
 var (
 	_ Store          = (*localStore)(nil)
-	_ Sequencer      = (*localStore)(nil)
 	_ BatchSequencer = (*localStore)(nil)
 )

@@ -2,41 +2,13 @@ package store
 
 import "context"
 
-// Sequencer is implemented by stores that can overlap the durable staging of a Put and a
-// put-if-absent that must follow it (a commit's transaction record, then its manifest)
-// while keeping the order in which they become visible and durable. The local store
-// writes and fsyncs both temp files at once; the Put's rename and directory fsync still
-// complete before between runs, and the put-if-absent's link after it. Use
-// PutThenPutIfAbsent rather than calling it directly.
-type Sequencer interface {
-	// PutThenPutIfAbsent: see the package function of that name.
-	PutThenPutIfAbsent(ctx context.Context, putKey string, putData []byte, between func(context.Context) error, key string, data []byte) (putErr, err error)
-}
-
-// PutThenPutIfAbsent writes putKey as Put does; once that write has returned success
-// (the object durable where the store promises durability), it calls between (nil: none),
-// and if that returns nil, creates key as PutIfAbsent does. So the second object is never
-// visible before the first is durable, and never created when the first failed or between
-// refused. A store implementing Sequencer overlaps the work both writes can do before
-// either is visible (on local disk: writing and fsyncing both temp files); any other
-// store makes the two calls in turn.
-//
-// putErr is the Put's error (then nothing else was done); err is between's or
-// PutIfAbsent's (with PutIfAbsent's error classes). Requests are counted as one Put and,
-// when attempted, one PutIfAbsent.
+// PutThenPutIfAbsent is PutAllThenPutIfAbsent with one Put: putKey is written as Put does;
+// once that write has returned success (the object durable where the store promises
+// durability), between runs (nil: none), and if it returns nil, key is created as
+// PutIfAbsent does. putErr is the Put's error (then nothing else was done); err is
+// between's or PutIfAbsent's (with PutIfAbsent's error classes).
 func PutThenPutIfAbsent(ctx context.Context, s Store, putKey string, putData []byte, between func(context.Context) error, key string, data []byte) (putErr, err error) {
-	if q, ok := s.(Sequencer); ok {
-		return q.PutThenPutIfAbsent(ctx, putKey, putData, between, key, data)
-	}
-	if err := s.Put(ctx, putKey, putData); err != nil {
-		return err, nil
-	}
-	if between != nil {
-		if err := between(ctx); err != nil {
-			return nil, err
-		}
-	}
-	return nil, s.PutIfAbsent(ctx, key, data)
+	return PutAllThenPutIfAbsent(ctx, s, []Object{{Key: putKey, Data: putData}}, between, key, data)
 }
 
 // Object is a key and the bytes a Put writes there.
@@ -57,11 +29,10 @@ type BatchSequencer interface {
 // among themselves; once all have returned success (each durable where the store promises
 // durability), it calls between (nil: none), and if that returns nil, creates key as
 // PutIfAbsent does. So the put-if-absent object is never visible before every Put is
-// durable, and never created when one failed or between refused. PutThenPutIfAbsent is
-// this with one Put. A store implementing BatchSequencer overlaps the work the writes can
-// do before the put-if-absent (on local disk: every temp file is written and fsynced at
-// once, then every Put's rename and directory fsync run at once); any other store makes
-// the Puts in turn.
+// durable, and never created when one failed or between refused. A store implementing
+// BatchSequencer overlaps the work the writes can do before the put-if-absent (on local
+// disk: every temp file is written and fsynced at once, then every Put's rename and
+// directory fsync run at once); any other store makes the Puts in turn.
 //
 // putErr is the first failed Put's error (the other Puts may or may not have landed;
 // nothing else was done); err is between's or PutIfAbsent's. Requests are counted as one
@@ -69,9 +40,6 @@ type BatchSequencer interface {
 func PutAllThenPutIfAbsent(ctx context.Context, s Store, puts []Object, between func(context.Context) error, key string, data []byte) (putErr, err error) {
 	if q, ok := s.(BatchSequencer); ok {
 		return q.PutAllThenPutIfAbsent(ctx, puts, between, key, data)
-	}
-	if len(puts) == 1 {
-		return PutThenPutIfAbsent(ctx, s, puts[0].Key, puts[0].Data, between, key, data)
 	}
 	for _, o := range puts {
 		if err := s.Put(ctx, o.Key, o.Data); err != nil {

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestPutThenPutIfAbsent: on local disk (the Sequencer) and in memory (two calls in
+// TestPutThenPutIfAbsent: on local disk (a BatchSequencer) and in memory (two calls in
 // turn), the Put's object is written and durable before between runs and the
 // put-if-absent's is created only after it; a taken key is ErrPreconditionFailed with the
 // first object in place; between's error and a failed Put create nothing more; no temp
@@ -24,7 +24,7 @@ func TestPutThenPutIfAbsent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := local.(Sequencer); !ok {
+	if _, ok := local.(BatchSequencer); !ok {
 		t.Fatal("the local store does not overlap the writes")
 	}
 	for name, s := range map[string]Store{"file": local, "mem": mem} {
