@@ -9,7 +9,7 @@ import (
 
 // Client returns a Client of this server that calls it inside this process (etcd's
 // v3client: the server's own request handlers called as functions), with no gRPC
-// encoding, no TCP connection and no second goroutine per request. For keys,
+// encoding, no TCP connection and no transport goroutines on either side. For keys,
 // transactions, watches and leases it answers as a Connect client of Endpoints does,
 // with the same etcd errors (rpctypes), so a program that hosts the server (a test, a
 // benchmark worker, Config.InProcess) pays for etcd's work and not for talking to it.
@@ -17,8 +17,9 @@ import (
 //
 // The client serves the server running now: once Close or Restart stops it, its requests
 // fail at once (etcd's "raft: stopped" and the like, or their context's error) instead of
-// reconnecting; after a Restart, call Client again. Closing the client does not stop the
-// server. Errors wrap ErrEmbedded (the server is not running).
+// reconnecting, and its watches go quiet until it is closed; after a Restart, call Client
+// again. Closing the client does not stop the server. Errors wrap ErrEmbedded (the server
+// is not running).
 func (e *Embedded) Client() (*Client, error) {
 	cli, eps, err := e.local()
 	if err != nil {

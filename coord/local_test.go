@@ -219,8 +219,9 @@ func TestEmbeddedClientWatchesAndLeases(t *testing.T) {
 }
 
 // TestEmbeddedClientAfterStop: once the server stops, the in-process client's requests
-// fail instead of waiting for it, Client refuses a stopped server, and after a Restart a
-// new in-process client reads what was written before.
+// fail instead of waiting for it, its open watch ends when it closes, Client refuses a
+// stopped server, and after a Restart a new in-process client reads what was written
+// before.
 func TestEmbeddedClientAfterStop(t *testing.T) {
 	e, err := StartEmbedded(t.TempDir())
 	if err != nil {
@@ -237,6 +238,7 @@ func TestEmbeddedClientAfterStop(t *testing.T) {
 	if _, err := c.Etcd().Put(ctx, "k", "v"); err != nil {
 		t.Fatal(err)
 	}
+	wch := c.Etcd().Watch(context.WithoutCancel(ctx), "k")
 	e.Close()
 	if _, err := e.Client(); !errors.Is(err, ErrEmbedded) {
 		t.Fatalf("Client of a stopped server: %v, want ErrEmbedded", err)
@@ -248,6 +250,12 @@ func TestEmbeddedClientAfterStop(t *testing.T) {
 		t.Fatalf("put through a stopped server: %v, want an immediate etcd error", err)
 	}
 	t.Logf("put through a stopped server: %v", err)
+	// A watch of the stopped server ends when the client closes.
+	if err := c.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	for range wch {
+	}
 	if err := e.Restart(); err != nil {
 		t.Fatal(err)
 	}
