@@ -331,10 +331,6 @@ func logTail(path string) string {
 	return ":\n" + strings.TrimSpace(string(b))
 }
 
-func newEtcdClient(endpoints []string, dialTimeout time.Duration) (*clientv3.Client, error) {
-	return newEtcdClientAs(endpoints, dialTimeout, "", "")
-}
-
 func newEtcdClientAs(endpoints []string, dialTimeout time.Duration, user, password string) (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
