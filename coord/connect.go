@@ -35,7 +35,7 @@ type Config struct {
 	// DialTimeout bounds each connection attempt and health check. Default 5 s.
 	DialTimeout time.Duration
 	// InProcess runs the state directory's etcd server inside this process instead of a
-	// shared background process. Other processes may Connect to it meanwhile (it publishes
+	// shared background process, and the Client calls it in-process (Embedded.Client). Other processes may Connect to it meanwhile (it publishes
 	// the endpoint file), but it stops when this Client closes. Connect fails with
 	// ErrStateDirBusy if another process already serves the directory.
 	InProcess bool
@@ -159,18 +159,18 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	defer lk.unlock()
 	if cfg.InProcess {
-		return connectInProcess(ctx, l, cfg)
+		return connectInProcess(ctx, l)
 	}
 	return connectShared(ctx, l, cfg)
 }
 
-func connectInProcess(ctx context.Context, l layout, cfg Config) (*Client, error) {
+func connectInProcess(ctx context.Context, l layout) (*Client, error) {
 	s, err := openServer(ctx, l)
 	if err != nil {
 		return nil, err
 	}
-	eps := s.emb.Endpoints()
-	cli, err := dial(ctx, eps, cfg.DialTimeout, l.root)
+	// This process hosts the server: call it in-process (Embedded.Client), no gRPC or TCP.
+	cli, eps, err := s.emb.local()
 	if err != nil {
 		s.shutdown(ctx)
 		return nil, err
@@ -329,10 +329,6 @@ func logTail(path string) string {
 		b = b[len(b)-2000:]
 	}
 	return ":\n" + strings.TrimSpace(string(b))
-}
-
-func newEtcdClient(endpoints []string, dialTimeout time.Duration) (*clientv3.Client, error) {
-	return newEtcdClientAs(endpoints, dialTimeout, "", "")
 }
 
 func newEtcdClientAs(endpoints []string, dialTimeout time.Duration, user, password string) (*clientv3.Client, error) {

@@ -10,7 +10,8 @@
 //     A program that may start this server must call ServeIfRequested first thing in main
 //     (and in TestMain), because the server is the program's own binary re-executed.
 //   - StartEmbedded (or Config.InProcess) runs etcd inside the calling process, for tests
-//     and for library users that own their state directory.
+//     and for library users that own their state directory. Embedded.Client (and the
+//     Client of Config.InProcess) calls that server in-process: no gRPC, no TCP.
 //
 // Embedded servers listen on 127.0.0.1 only and log nothing (zap Nop logger).
 //

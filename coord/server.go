@@ -95,8 +95,9 @@ func openServer(ctx context.Context, l layout) (*server, error) {
 		s.close()
 		return nil, fmt.Errorf("%w: %s: %v", ErrEmbedded, l.root, err)
 	}
-	s.cli, err = newEtcdClient(emb.Endpoints(), 5*time.Second)
-	if err != nil {
+	// The server's own requests (its state-directory key, the idle checks) are calls
+	// inside this process (Embedded.Client).
+	if s.cli, _, err = emb.local(); err != nil {
 		return fail(err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -230,7 +230,9 @@ func (w *worker) prepare(ctx context.Context, a prepareArgs) (*prepareResult, er
 	}
 	w.emb = emb
 	w.cleanup = append(w.cleanup, func() error { emb.Close(); return nil })
-	cli, err := coord.Connect(ctx, coord.Config{Endpoints: emb.Endpoints()})
+	// The engine calls the server in-process (no gRPC, no TCP), as a program hosting its
+	// own etcd would; the writer processes connect to emb.Endpoints().
+	cli, err := emb.Client()
 	if err != nil {
 		return nil, err
 	}
