@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,9 +68,9 @@ func flightRows(t testing.TB, rdr array.RecordReader, cols []string) []flight {
 				case "distance":
 					f.distance = col.(*array.Int64).Value(i)
 				case "origin":
-					f.origin = col.(*array.LargeString).Value(i)
+					f.origin = strings.Clone(col.(*array.LargeString).Value(i)) // Value aliases the batch
 				case "destination":
-					f.destnation = col.(*array.LargeString).Value(i)
+					f.destnation = strings.Clone(col.(*array.LargeString).Value(i))
 				}
 			}
 			out = append(out, f)

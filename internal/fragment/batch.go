@@ -232,12 +232,13 @@ func (b *Batch) Decode(columns []int) (arrow.RecordBatch, error) {
 	return b.decode(columns, false)
 }
 
-// DecodeTransient is Decode into pooled memory, for a batch the caller reads and then
-// drops (a filter's columns, rows copied out by a filter or take): when the last reference
-// to the record's arrays is released, their memory is reused by a later decode, so
-// nothing read from them may be kept past that release (a string from Value aliases it:
-// copy it), and each reference must be released exactly once. Nothing of the record may
-// be handed to code that does not follow these rules.
+// DecodeTransient is Decode into pooled memory: when the last reference to the record's
+// arrays is released (arrow's reference counts), their memory is reused by a later
+// decode, so nothing read from them may be kept past that release (a string from Value
+// aliases it: copy it), and each reference must be released exactly once. A holder that
+// retains an array keeps its memory; a record never released is left to the garbage
+// collector (its memory does not return to the pool). Nothing of the record may be
+// handed to code that does not follow these rules.
 func (b *Batch) DecodeTransient(columns []int) (arrow.RecordBatch, error) {
 	return b.decode(columns, true)
 }
