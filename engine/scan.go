@@ -365,6 +365,7 @@ func (p *scanPlan) readBatch(ctx context.Context, st *scanState, task batchTask)
 	if err != nil {
 		return nil, nil, t.dataError(df.Key, err)
 	}
+	defer bd.Release() // decoded columns hold no reference to the fetched bytes
 	if bd.Rows() != task.rows {
 		return nil, nil, t.dataError(df.Key, fmt.Errorf("%w: batch %d has %d rows, manifest says %d", fragment.ErrCorrupt, task.batch, bd.Rows(), task.rows))
 	}

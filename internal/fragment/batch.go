@@ -33,6 +33,10 @@ type Batch struct {
 
 	// Otherwise every column decoded already (dictionaries, unmapped layouts).
 	rec arrow.RecordBatch
+
+	// pooled is the whole fetch's buffer when it came from the scratch pool and no decode
+	// can alias it (compressed bodies decode into memory of their own): Release returns it.
+	pooled []byte
 }
 
 // FetchBatch fetches record batch i's bytes for the given columns (indices into the file
@@ -103,7 +107,7 @@ func (r *FileReader) checkRows(i int, rec arrow.RecordBatch) error {
 func (b *Batch) fetchWhole() error {
 	r, i := b.r, b.i
 	blk := r.blocks[i]
-	data, err := r.src.fetch(blk.Offset, int64(blk.MetaLen)+blk.BodyLen)
+	data, pooled, err := r.src.fetchPooled(blk.Offset, int64(blk.MetaLen)+blk.BodyLen)
 	if err != nil {
 		return err
 	}
@@ -141,7 +145,24 @@ func (b *Batch) fetchWhole() error {
 		return r.corrupt("record batch %d: %w", i, err)
 	}
 	b.bm, b.meta, b.layout, b.whole, b.verified = bm, meta, layout, data[blk.MetaLen:], r.checked()
+	if pooled && bm.HasCodec { // an uncompressed body is decoded in place: arrays alias it
+		b.pooled = data
+	}
 	return nil
+}
+
+// Release returns the batch's fetched bytes to a pool for later fetches, when they came
+// from one and no record decoded from them can reference them (a compressed batch read
+// whole decodes into memory of its own). Calling it is optional (without it the bytes
+// are left to the garbage collector); after it, the batch must not be used, and it must
+// not run concurrently with a Decode.
+func (b *Batch) Release() {
+	if b.pooled == nil {
+		return
+	}
+	p := b.pooled
+	b.pooled, b.whole, b.meta = nil, nil, nil
+	scratch.Free(p)
 }
 
 // fetchColumns reads only the chosen columns' bytes: one request for the batch metadata,
