@@ -14,8 +14,8 @@ import (
 // checksums, to be decoded a few columns at a time: a filtered scan decodes the filter's
 // columns first and the others only when some row matches (late materialization). Fetching
 // costs what ReadBatch costs for the same columns; each Decode decodes only the buffers of
-// the columns it is asked for. A Batch holds only Go memory (no Release needed) and is
-// safe for concurrent use.
+// the columns it is asked for. A Batch holds only Go memory (Release is optional: it lets
+// a later fetch reuse the fetched bytes) and is safe for concurrent use.
 type Batch struct {
 	r       *FileReader
 	i       int
