@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,6 +54,17 @@ type flight struct {
 func flightRows(t testing.TB, rdr array.RecordReader, cols []string) []flight {
 	t.Helper()
 	var out []flight
+	// Value aliases the batch's memory, which a scan reuses once the batch is released:
+	// keep one copy of each distinct airport code.
+	codes := map[string]string{}
+	intern := func(v string) string {
+		c, ok := codes[v]
+		if !ok {
+			c = strings.Clone(v)
+			codes[c] = c
+		}
+		return c
+	}
 	for rdr.Next() {
 		rec := rdr.RecordBatch()
 		for i := 0; i < int(rec.NumRows()); i++ {
@@ -67,9 +79,9 @@ func flightRows(t testing.TB, rdr array.RecordReader, cols []string) []flight {
 				case "distance":
 					f.distance = col.(*array.Int64).Value(i)
 				case "origin":
-					f.origin = col.(*array.LargeString).Value(i)
+					f.origin = intern(col.(*array.LargeString).Value(i))
 				case "destination":
-					f.destnation = col.(*array.LargeString).Value(i)
+					f.destnation = intern(col.(*array.LargeString).Value(i))
 				}
 			}
 			out = append(out, f)

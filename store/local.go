@@ -157,6 +157,31 @@ func (s *localStore) GetRange(ctx context.Context, key string, offset, length in
 	return buf[:got], nil
 }
 
+// GetRangeInto implements RangeReaderInto: GetRange into dst, without a new buffer.
+func (s *localStore) GetRangeInto(ctx context.Context, key string, offset int64, dst []byte) (int, error) {
+	p, err := s.start(ctx, OpGetRange, key)
+	if err != nil {
+		return 0, err
+	}
+	if offset < 0 {
+		return 0, s.namer(OpGetRange, key).fail(ErrPermanent, fmt.Errorf("negative offset %d", offset))
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return 0, s.readFail(OpGetRange, key, err)
+	}
+	defer f.Close()
+	got, err := f.ReadAt(dst, offset)
+	if err != nil && !errors.Is(err, io.EOF) {
+		if fi, serr := f.Stat(); serr == nil && fi.IsDir() {
+			err = syscall.EISDIR
+		}
+		return 0, s.readFail(OpGetRange, key, err)
+	}
+	s.counters.read(int64(got))
+	return got, nil
+}
+
 func (s *localStore) Head(ctx context.Context, key string) (ObjectInfo, error) {
 	p, err := s.start(ctx, OpHead, key)
 	if err != nil {

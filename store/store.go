@@ -58,6 +58,16 @@ type ObjectInfo struct {
 	ModTime time.Time // when the object was written, as the store reports it (its clock, not ours)
 }
 
+// RangeReaderInto is implemented by stores that can read a byte range into the caller's
+// buffer (the local store), so a reader that reuses its buffers (data file batches)
+// allocates nothing per read. Other stores, and wrappers that do not forward it, are read
+// with GetRange.
+type RangeReaderInto interface {
+	// GetRangeInto is GetRange(ctx, key, offset, len(dst)) into dst: it returns how many
+	// bytes it read, fewer than len(dst) only where the object ends. Errors: as GetRange.
+	GetRangeInto(ctx context.Context, key string, offset int64, dst []byte) (int, error)
+}
+
 // Store is a bucket plus prefix. Keys are relative to the prefix, use '/' separators and
 // must be valid object keys: non-empty UTF-8 without NUL, no leading or trailing '/', no
 // empty, "." or ".." segments (otherwise the call fails with ErrPermanent).

@@ -14,8 +14,8 @@ import (
 // checksums, to be decoded a few columns at a time: a filtered scan decodes the filter's
 // columns first and the others only when some row matches (late materialization). Fetching
 // costs what ReadBatch costs for the same columns; each Decode decodes only the buffers of
-// the columns it is asked for. A Batch holds only Go memory (no Release needed) and is
-// safe for concurrent use.
+// the columns it is asked for. A Batch holds only Go memory (Release is optional: it lets
+// a later fetch reuse the fetched bytes) and is safe for concurrent use.
 type Batch struct {
 	r       *FileReader
 	i       int
@@ -33,6 +33,10 @@ type Batch struct {
 
 	// Otherwise every column decoded already (dictionaries, unmapped layouts).
 	rec arrow.RecordBatch
+
+	// pooled is the whole fetch's buffer when it came from the scratch pool and no decode
+	// can alias it (compressed bodies decode into memory of their own): Release returns it.
+	pooled []byte
 }
 
 // FetchBatch fetches record batch i's bytes for the given columns (indices into the file
@@ -103,7 +107,7 @@ func (r *FileReader) checkRows(i int, rec arrow.RecordBatch) error {
 func (b *Batch) fetchWhole() error {
 	r, i := b.r, b.i
 	blk := r.blocks[i]
-	data, err := r.src.fetch(blk.Offset, int64(blk.MetaLen)+blk.BodyLen)
+	data, pooled, err := r.src.fetchPooled(blk.Offset, int64(blk.MetaLen)+blk.BodyLen)
 	if err != nil {
 		return err
 	}
@@ -141,7 +145,24 @@ func (b *Batch) fetchWhole() error {
 		return r.corrupt("record batch %d: %w", i, err)
 	}
 	b.bm, b.meta, b.layout, b.whole, b.verified = bm, meta, layout, data[blk.MetaLen:], r.checked()
+	if pooled && bm.HasCodec { // an uncompressed body is decoded in place: arrays alias it
+		b.pooled = data
+	}
 	return nil
+}
+
+// Release returns the batch's fetched bytes to a pool for later fetches, when they came
+// from one and no record decoded from them can reference them (a compressed batch read
+// whole decodes into memory of its own). Calling it is optional (without it the bytes
+// are left to the garbage collector); after it, the batch must not be used, and it must
+// not run concurrently with a Decode.
+func (b *Batch) Release() {
+	if b.pooled == nil {
+		return
+	}
+	p := b.pooled
+	b.pooled, b.whole, b.meta = nil, nil, nil
+	scratch.Free(p)
 }
 
 // fetchColumns reads only the chosen columns' bytes: one request for the batch metadata,
@@ -232,12 +253,13 @@ func (b *Batch) Decode(columns []int) (arrow.RecordBatch, error) {
 	return b.decode(columns, false)
 }
 
-// DecodeTransient is Decode into pooled memory, for a batch the caller reads and then
-// drops (a filter's columns, rows copied out by a filter or take): when the last reference
-// to the record's arrays is released, their memory is reused by a later decode, so
-// nothing read from them may be kept past that release (a string from Value aliases it:
-// copy it), and each reference must be released exactly once. Nothing of the record may
-// be handed to code that does not follow these rules.
+// DecodeTransient is Decode into pooled memory: when the last reference to the record's
+// arrays is released (arrow's reference counts), their memory is reused by a later
+// decode, so nothing read from them may be kept past that release (a string from Value
+// aliases it: copy it), and each reference must be released exactly once. A holder that
+// retains an array keeps its memory; a record never released is left to the garbage
+// collector (its memory does not return to the pool). Nothing of the record may be
+// handed to code that does not follow these rules.
 func (b *Batch) DecodeTransient(columns []int) (arrow.RecordBatch, error) {
 	return b.decode(columns, true)
 }

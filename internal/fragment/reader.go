@@ -658,6 +658,27 @@ func (s *rangeSource) fetch(off, n int64) ([]byte, error) {
 	return b, nil
 }
 
+// fetchPooled is fetch into a body from the scratch pool when the store can read into a
+// buffer (store.RangeReaderInto); pooled says whether the bytes may go back to the pool
+// (scratch.Free) once nothing references them.
+func (s *rangeSource) fetchPooled(off, n int64) (_ []byte, pooled bool, _ error) {
+	ri, ok := s.store.(store.RangeReaderInto)
+	if !ok || n < scratchMinBytes {
+		b, err := s.fetch(off, n)
+		return b, false, err
+	}
+	b := scratch.Allocate(int(n))
+	got, err := ri.GetRangeInto(s.context(), s.key, off, b)
+	if err != nil {
+		return nil, false, err
+	}
+	if int64(got) != n {
+		return nil, false, corruptf(objDataFile, s.key, "read %d bytes at offset %d, wanted %d: object is shorter than its recorded size %d (truncated?)",
+			got, off, n, s.size)
+	}
+	return b, true, nil
+}
+
 func (s *rangeSource) pin(off int64, data []byte) *pinned {
 	p := &pinned{off: off, data: data}
 	s.mu.Lock()
