@@ -17,11 +17,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/csv"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/shale-db/shale/engine"
+	"github.com/shale-db/shale/internal/pqinput"
 )
 
 // Import formats.
@@ -203,25 +201,13 @@ func (s *source) inputError(err error) error {
 }
 
 func (s *source) openParquet(ctx context.Context, mem memory.Allocator) error {
-	props := parquet.NewReaderProperties(mem)
-	props.BufferedStreamEnabled = true
-	props.BufferSize = 1 << 20
-	pr, err := file.NewParquetReader(s.file, file.WithReadProps(props))
+	r, err := pqinput.Open(ctx, s.file, pqinput.Options{BatchRows: importBatchRows, Allocator: mem})
 	if err != nil {
 		return s.inputError(err)
 	}
-	s.closers = append(s.closers, func() { pr.Close() })
-	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: importBatchRows, Parallel: true}, mem)
-	if err != nil {
-		return s.inputError(err)
-	}
-	rr, err := fr.GetRecordReader(ctx, nil, nil)
-	if err != nil {
-		return s.inputError(err)
-	}
-	s.closers = append(s.closers, rr.Release)
-	s.rows = pr.NumRows()
-	s.rdr = stripMetadata(rr)
+	s.closers = append(s.closers, r.Release)
+	s.rows = r.NumRows()
+	s.rdr = stripMetadata(r)
 	return nil
 }
 
