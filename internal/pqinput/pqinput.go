@@ -22,6 +22,7 @@ package pqinput
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -325,14 +326,14 @@ func expandDictionary(d *array.Dictionary, to arrow.DataType, mem memory.Allocat
 	if !large && total > math.MaxInt32 {
 		return nil, fmt.Errorf("%d bytes of values in %d rows exceed %s's 32-bit offsets", total, n, to)
 	}
-	data := memory.NewResizableBuffer(mem)
-	data.Resize(int(total))
-	offs := memory.NewResizableBuffer(mem)
+	// Every byte of both buffers is written below: no need to zero them first.
+	data := allocate(mem, int(total))
+	var offs *memory.Buffer
 	if large {
-		offs.Resize((n + 1) * 8)
+		offs = allocate(mem, (n+1)*8)
 		gather(arrow.Int64Traits.CastFromBytes(offs.Bytes()), data.Bytes(), dict, idx.Int32Values(), bits, off)
 	} else {
-		offs.Resize((n + 1) * 4)
+		offs = allocate(mem, (n+1)*4)
 		gather(arrow.Int32Traits.CastFromBytes(offs.Bytes()), data.Bytes(), dict, idx.Int32Values(), bits, off)
 	}
 	var nulls *memory.Buffer
@@ -374,18 +375,45 @@ func (d dictValues) size(keys []int32, bits []byte, off int) (int64, error) {
 	return total, nil
 }
 
+// short reports whether no value is longer than 8 bytes.
+func (d dictValues) short() bool {
+	for i := 1; i < len(d.offsets); i++ {
+		if d.offsets[i]-d.offsets[i-1] > 8 {
+			return false
+		}
+	}
+	return true
+}
+
 // gather writes the values of keys into out (sized by size) and their offsets into o
 // (len(keys)+1); a null slot is empty. The keys of valid slots are in range (size checked
 // them).
 func gather[O int32 | int64](o []O, out []byte, d dictValues, keys []int32, bits []byte, off int) {
 	var pos O
-	if bits == nil {
+	switch {
+	case bits == nil && d.short():
+		// Short values (airport codes and the like) move as one 8-byte word each: a
+		// copy call per 3-byte value cost more than the bytes. The word's bytes past
+		// the value land where the next values go and are overwritten by them (writes
+		// go in order); near the end of out or of the dictionary, copy exactly.
+		end := O(len(out))
+		for i, k := range keys {
+			o[i] = pos
+			s, e := d.offsets[k], d.offsets[k+1]
+			if pos+8 <= end && int(s)+8 <= len(d.bytes) {
+				binary.LittleEndian.PutUint64(out[pos:], binary.LittleEndian.Uint64(d.bytes[s:]))
+			} else {
+				copy(out[pos:], d.bytes[s:e])
+			}
+			pos += O(e - s)
+		}
+	case bits == nil:
 		for i, k := range keys {
 			o[i] = pos
 			s, e := d.offsets[k], d.offsets[k+1]
 			pos += O(copy(out[pos:], d.bytes[s:e]))
 		}
-	} else {
+	default:
 		for i, k := range keys {
 			o[i] = pos
 			if bitutil.BitIsSet(bits, off+i) {
@@ -395,4 +423,16 @@ func gather[O int32 | int64](o []O, out []byte, d dictValues, keys []int32, bits
 		}
 	}
 	o[len(keys)] = pos
+}
+
+// allocate returns a buffer of n bytes of mem, not necessarily zeroed (the caller writes
+// every byte).
+func allocate(mem memory.Allocator, n int) *memory.Buffer {
+	var b []byte
+	if r, ok := mem.(*recycler); ok {
+		b = r.allocate(n, false)
+	} else {
+		b = mem.Allocate(n)
+	}
+	return memory.NewBufferWithAllocator(b, mem)
 }

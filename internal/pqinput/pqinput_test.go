@@ -147,6 +147,7 @@ func mixedRecord(rows int) arrow.RecordBatch {
 		{Name: "lb", Type: arrow.BinaryTypes.LargeBinary},
 		{Name: "plain", Type: arrow.BinaryTypes.LargeString, Nullable: true},
 		{Name: "n", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "code", Type: arrow.BinaryTypes.String}, // values of at most 8 bytes, no nulls
 	}, nil)
 	b := array.NewRecordBuilder(mem, schema)
 	defer b.Release()
@@ -175,6 +176,7 @@ func mixedRecord(rows int) arrow.RecordBatch {
 			b.Field(4).(*array.LargeStringBuilder).Append(fmt.Sprintf("row-%d", i))
 		}
 		b.Field(5).(*array.Int64Builder).Append(int64(i))
+		b.Field(6).(*array.StringBuilder).Append([]string{"SEA", "", "ABCDEFGH", "x", "LAX12"}[(i/3)%5])
 	}
 	return b.NewRecordBatch()
 }
@@ -187,8 +189,8 @@ func TestMixedColumnsSameAsPqarrow(t *testing.T) {
 	for _, batchRows := range []int64{700, 1000, 64 << 10} {
 		t.Run(fmt.Sprintf("batch=%d", batchRows), func(t *testing.T) {
 			dict := compare(t, writeParquet(t, rec, 1000, "plain"), batchRows)
-			if fmt.Sprint(dict) != "[s ls b lb]" {
-				t.Fatalf("columns read as dictionaries: %v, want [s ls b lb] (not the one written without a dictionary)", dict)
+			if fmt.Sprint(dict) != "[s ls b lb code]" {
+				t.Fatalf("columns read as dictionaries: %v, want [s ls b lb code] (not the one written without a dictionary)", dict)
 			}
 		})
 	}
@@ -205,7 +207,7 @@ func TestEmptyFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rd.Release()
-	if rd.NumRows() != 0 || rd.Schema().NumFields() != 6 {
+	if rd.NumRows() != 0 || rd.Schema().NumFields() != 7 {
 		t.Fatalf("rows %d, schema %v", rd.NumRows(), rd.Schema())
 	}
 	for rd.Next() {

@@ -52,7 +52,10 @@ func class(size int) int {
 }
 
 // Allocate returns size zeroed bytes.
-func (r *recycler) Allocate(size int) []byte {
+func (r *recycler) Allocate(size int) []byte { return r.allocate(size, true) }
+
+// allocate returns size bytes, zeroed if zero (a new buffer always is).
+func (r *recycler) allocate(size int, zero bool) []byte {
 	c := class(size)
 	if c < 0 {
 		return alignedMake(size, size)
@@ -65,7 +68,9 @@ func (r *recycler) Allocate(size int) []byte {
 		r.held -= cap(b)
 		r.mu.Unlock()
 		b = b[:size]
-		clear(b)
+		if zero {
+			clear(b)
+		}
 		return b
 	}
 	r.mu.Unlock()
