@@ -59,7 +59,8 @@ const DefaultBatchRows = 64 * 1024
 const DefaultRecycleBytes = 64 << 20
 
 // Reader is an array.RecordReader of every row of a Parquet file, in file order, as
-// pqarrow reads it (see the package doc). It is not safe for concurrent use. The file
+// pqarrow reads it (see the package doc), read on a goroutine of its own one batch
+// ahead of the one Next returned. It is not safe for concurrent use. The file
 // Open was given stays the caller's to close, after Release.
 type Reader struct {
 	rr     pqarrow.RecordReader
@@ -71,6 +72,16 @@ type Reader struct {
 	cur    arrow.RecordBatch
 	err    error
 	refs   atomic.Int64
+	// ahead carries the batches read ahead (readAhead); stop ends that goroutine, done
+	// is closed when it has.
+	ahead chan aheadBatch
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+type aheadBatch struct {
+	rec arrow.RecordBatch
+	err error
 }
 
 type expandColumn struct {
@@ -122,6 +133,8 @@ func Open(ctx context.Context, r parquet.ReaderAtSeeker, opts Options) (*Reader,
 	md := rr.Schema().Metadata()
 	out := &Reader{rr: rr, schema: arrow.NewSchema(fields, &md), expand: expand, mem: opts.Allocator, rows: pr.NumRows()}
 	out.refs.Store(1)
+	out.ahead, out.stop, out.done = make(chan aheadBatch), make(chan struct{}), make(chan struct{})
+	go out.readAhead()
 	return out, nil
 }
 
@@ -213,23 +226,63 @@ func (r *Reader) NumRows() int64 { return r.rows }
 // Schema is the schema of the batches: pqarrow's for the file.
 func (r *Reader) Schema() *arrow.Schema { return r.schema }
 
-// Next reads the next batch; false at the end of the file or on an error (Err).
+// Next moves to the next batch; false at the end of the file or on an error (Err).
 func (r *Reader) Next() bool {
 	if r.cur != nil {
 		r.cur.Release()
 		r.cur = nil
 	}
-	if r.err != nil || !r.rr.Next() {
-		if r.err == nil {
-			r.err = r.rr.Err()
-		}
+	if r.err != nil {
 		return false
+	}
+	res, ok := <-r.ahead
+	if !ok {
+		return false
+	}
+	if res.err != nil {
+		r.err = res.err
+		return false
+	}
+	r.cur = res.rec
+	return true
+}
+
+// readAhead reads the batches on their own goroutine, one ahead of the one Next returned,
+// from Open on: the file is read while the caller creates its table, and while it
+// waits for room to encode a batch. It ends at the end of the file, at an error, or when
+// stop is closed, and closes ahead.
+func (r *Reader) readAhead() {
+	defer close(r.done)
+	defer close(r.ahead)
+	for {
+		rec, err := r.read()
+		if rec == nil && err == nil {
+			return
+		}
+		select {
+		case r.ahead <- aheadBatch{rec, err}:
+			if err != nil {
+				return
+			}
+		case <-r.stop:
+			if rec != nil {
+				rec.Release()
+			}
+			return
+		}
+	}
+}
+
+// read returns the next batch of the file, its dictionary columns expanded (nil at the
+// end).
+func (r *Reader) read() (arrow.RecordBatch, error) {
+	if !r.rr.Next() {
+		return nil, r.rr.Err()
 	}
 	rec := r.rr.RecordBatch()
 	if len(r.expand) == 0 {
 		rec.Retain()
-		r.cur = rec
-		return true
+		return rec, nil
 	}
 	cols := make([]arrow.Array, rec.NumCols())
 	defer func() {
@@ -246,19 +299,16 @@ func (r *Reader) Next() bool {
 	for _, e := range r.expand {
 		d, ok := cols[e.col].(*array.Dictionary)
 		if !ok {
-			r.err = fmt.Errorf("parquet: column %q: read as %s, want a dictionary", r.schema.Field(e.col).Name, cols[e.col].DataType())
-			return false
+			return nil, fmt.Errorf("parquet: column %q: read as %s, want a dictionary", r.schema.Field(e.col).Name, cols[e.col].DataType())
 		}
 		x, err := expandDictionary(d, e.to, r.mem)
 		if err != nil {
-			r.err = fmt.Errorf("parquet: column %q: %w", r.schema.Field(e.col).Name, err)
-			return false
+			return nil, fmt.Errorf("parquet: column %q: %w", r.schema.Field(e.col).Name, err)
 		}
 		cols[e.col].Release()
 		cols[e.col] = x
 	}
-	r.cur = array.NewRecordBatch(r.schema, cols, rec.NumRows())
-	return true
+	return array.NewRecordBatch(r.schema, cols, rec.NumRows()), nil
 }
 
 // RecordBatch is the current batch, valid until the next call of Next or Release.
@@ -284,6 +334,13 @@ func (r *Reader) Release() {
 		r.cur.Release()
 		r.cur = nil
 	}
+	close(r.stop)
+	for res := range r.ahead {
+		if res.rec != nil {
+			res.rec.Release()
+		}
+	}
+	<-r.done
 	r.rr.Release()
 }
 

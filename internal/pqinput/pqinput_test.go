@@ -371,3 +371,26 @@ func TestRecyclerReuse(t *testing.T) {
 		t.Fatalf("held %d, want %d", r.held, 8192+32768)
 	}
 }
+
+// TestReleaseBeforeTheEnd: releasing a reader that still has batches ahead stops its
+// goroutine and frees every buffer (the checked allocator), whether no batch, one or
+// several were taken.
+func TestReleaseBeforeTheEnd(t *testing.T) {
+	rec := mixedRecord(5000)
+	defer rec.Release()
+	r := writeParquet(t, rec, 1000)
+	for _, take := range []int{0, 1, 3} {
+		mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+		rd, err := Open(context.Background(), r, Options{BatchRows: 500, Allocator: mem})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range take {
+			if !rd.Next() {
+				t.Fatalf("batch missing: %v", rd.Err())
+			}
+		}
+		rd.Release()
+		mem.AssertSize(t, 0)
+	}
+}
