@@ -174,7 +174,7 @@ func openSource(ctx context.Context, path, format, table string, want *arrow.Sch
 	var err error
 	switch format {
 	case formatParquet:
-		err = s.openParquet(ctx, mem)
+		err = s.openParquet(ctx)
 	case formatArrow:
 		err = s.openArrow(mem)
 	case formatCSV:
@@ -200,8 +200,11 @@ func (s *source) inputError(err error) error {
 	return fmt.Errorf("%w %s as %s: %v", ErrInput, s.path, s.format, err)
 }
 
-func (s *source) openParquet(ctx context.Context, mem memory.Allocator) error {
-	r, err := pqinput.Open(ctx, s.file, pqinput.Options{BatchRows: importBatchRows, Allocator: mem})
+// openParquet reads the file with internal/pqinput. Its batches come from the reader's
+// own allocator, which reuses the buffers of batches released after encoding (not from
+// openSource's mem).
+func (s *source) openParquet(ctx context.Context) error {
+	r, err := pqinput.Open(ctx, s.file, pqinput.Options{BatchRows: importBatchRows})
 	if err != nil {
 		return s.inputError(err)
 	}
