@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
@@ -392,5 +393,62 @@ func TestReleaseBeforeTheEnd(t *testing.T) {
 		}
 		rd.Release()
 		mem.AssertSize(t, 0)
+	}
+}
+
+// TestCorruptPageEndsWithError: a page that cannot be decompressed in a later row group
+// ends the read with an error from Next (through the read-ahead goroutine), after the
+// batches before it, and the reader releases everything.
+func TestCorruptPageEndsWithError(t *testing.T) {
+	rec := mixedRecord(4000)
+	defer rec.Release()
+	var buf bytes.Buffer
+	w, err := pqarrow.NewFileWriter(rec.Schema(), &buf, parquet.NewWriterProperties(
+		parquet.WithMaxRowGroupLength(1000), parquet.WithCompression(compress.Codecs.Zstd)), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteBuffered(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Clone(buf.Bytes())
+	pr, err := file.NewParquetReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := pr.MetaData().RowGroup(3).ColumnChunk(5) // the int64 column of the last row group
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := cc.DataPageOffset()
+	if cc.HasDictionaryPage() {
+		start = min(start, cc.DictionaryPageOffset())
+	}
+	mid := start + cc.TotalCompressedSize()/2
+	for i := mid; i < mid+16 && i < start+cc.TotalCompressedSize(); i++ {
+		data[i] ^= 0x5A
+	}
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	rd, err := Open(context.Background(), bytes.NewReader(data), Options{BatchRows: 1000, Allocator: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Release()
+	n := 0
+	for rd.Next() {
+		n++
+	}
+	if rd.Err() == nil {
+		t.Fatalf("read %d batches of a file with a corrupt page and no error", n)
+	}
+	if n != 3 {
+		t.Fatalf("%d batches before the error, want the 3 row groups before the corrupt one", n)
+	}
+	if rd.Next() {
+		t.Fatal("Next after an error returned a batch")
 	}
 }
