@@ -2,7 +2,7 @@
 writing and reading the same Arrow IPC + ZSTD bytes.
 
   import   3,000,000 rows from Parquet into a new table: Shale (`shale import`'s path:
-           pqarrow streaming into Table.Append), Lance (pq.read_table + write_dataset),
+           internal/pqinput (pqarrow) streaming into Table.Append), Lance (pq.read_table + write_dataset),
            Delta (pq.read_table + write_deltalake), DuckDB (CREATE TABLE AS SELECT * FROM
            read_parquet + CHECKPOINT), pyarrow (pq.read_table + Arrow IPC files of Shale's
            shape: 1,048,576 rows per file, 65,536 per batch, ZSTD); each copy is deleted,

@@ -17,11 +17,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/csv"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/shale-db/shale/engine"
+	"github.com/shale-db/shale/internal/pqinput"
 )
 
 // Import formats.
@@ -176,7 +174,7 @@ func openSource(ctx context.Context, path, format, table string, want *arrow.Sch
 	var err error
 	switch format {
 	case formatParquet:
-		err = s.openParquet(ctx, mem)
+		err = s.openParquet(ctx)
 	case formatArrow:
 		err = s.openArrow(mem)
 	case formatCSV:
@@ -202,26 +200,17 @@ func (s *source) inputError(err error) error {
 	return fmt.Errorf("%w %s as %s: %v", ErrInput, s.path, s.format, err)
 }
 
-func (s *source) openParquet(ctx context.Context, mem memory.Allocator) error {
-	props := parquet.NewReaderProperties(mem)
-	props.BufferedStreamEnabled = true
-	props.BufferSize = 1 << 20
-	pr, err := file.NewParquetReader(s.file, file.WithReadProps(props))
+// openParquet reads the file with internal/pqinput. Its batches come from the reader's
+// own allocator, which reuses the buffers of batches released after encoding (not from
+// openSource's mem).
+func (s *source) openParquet(ctx context.Context) error {
+	r, err := pqinput.Open(ctx, s.file, pqinput.Options{BatchRows: importBatchRows})
 	if err != nil {
 		return s.inputError(err)
 	}
-	s.closers = append(s.closers, func() { pr.Close() })
-	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: importBatchRows, Parallel: true}, mem)
-	if err != nil {
-		return s.inputError(err)
-	}
-	rr, err := fr.GetRecordReader(ctx, nil, nil)
-	if err != nil {
-		return s.inputError(err)
-	}
-	s.closers = append(s.closers, rr.Release)
-	s.rows = pr.NumRows()
-	s.rdr = stripMetadata(rr)
+	s.closers = append(s.closers, r.Release)
+	s.rows = r.NumRows()
+	s.rdr = stripMetadata(r)
 	return nil
 }
 

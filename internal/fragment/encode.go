@@ -85,7 +85,7 @@ func (c codecEncoder) compress(dst, src []byte) ([]byte, error) {
 
 // encodedBatch is one record batch message ready to be appended to a file.
 type encodedBatch struct {
-	msg     []byte // metadata prefix, flatbuffer and padding, then the body
+	msg     []byte // metadata prefix, flatbuffer and padding, then the body; transient memory (scratch)
 	metaLen int32  // bytes of msg before the body
 	bodyLen int64
 }
@@ -160,12 +160,26 @@ func encodeBatch(rec arrow.RecordBatch, enc *codecEncoder, h helpers, mem memory
 	} else {
 		out.HasCodec, out.Codec, out.CodecMeth = true, enc.codec, 0
 		errs := make([]error, len(src))
+		// Each buffer is compressed into transient memory with room for the codec's
+		// worst case (libzstd then compresses in place, with no copy out of a scratch
+		// buffer), copied once into the message below, and the memory returned.
+		bufs := make([][]byte, len(src))
+		defer func() {
+			for _, b := range bufs {
+				if b != nil {
+					scratch.Free(b)
+				}
+			}
+		}()
 		var wg sync.WaitGroup
 		for i, s := range src {
 			if len(s) == 0 {
 				continue
 			}
-			run := func() { parts[i], errs[i] = enc.compress(make([]byte, 0, len(s)/3+64), s) }
+			run := func() {
+				bufs[i] = scratch.Allocate(compressRoom(len(s)))
+				parts[i], errs[i] = enc.compress(bufs[i][:0], s)
+			}
 			if len(s) < helpMinBytes || h == nil {
 				run()
 			} else {
@@ -189,15 +203,28 @@ func encodeBatch(rec arrow.RecordBatch, enc *codecEncoder, h helpers, mem memory
 		meta = buildBatchMeta(out)
 	}
 	padded := align8(int64(len(meta)) + 8)
-	msg := make([]byte, padded+out.BodyLen)
+	// The message is transient memory too (not zeroed: every byte is written below,
+	// padding included); the file builder returns it once the file is assembled.
+	msg := scratch.Allocate(int(padded + out.BodyLen))
 	binary.LittleEndian.PutUint32(msg, 0xFFFFFFFF)
 	binary.LittleEndian.PutUint32(msg[4:], uint32(padded-8))
-	copy(msg[8:], meta)
+	clear(msg[8+copy(msg[8:], meta) : padded])
 	for i, part := range parts {
-		copy(msg[padded+out.Buffers[i].Offset:], part)
+		at := padded + out.Buffers[i].Offset
+		end := padded + out.BodyLen
+		if i+1 < len(parts) {
+			end = padded + out.Buffers[i+1].Offset
+		}
+		clear(msg[at+int64(copy(msg[at:], part)) : end])
 	}
 	return encodedBatch{msg: msg, metaLen: int32(padded), bodyLen: out.BodyLen}, nil
 }
+
+// compressRoom is the capacity a buffer of n bytes is compressed into: its 8-byte length
+// prefix and at least the worst case of every codec here (ZSTD_compressBound is n +
+// n/256 + 64 at most, an LZ4 frame of 64 KiB blocks n + n/255 + 4 a block + 19), or the
+// n raw bytes a buffer that does not shrink is stored as.
+func compressRoom(n int) int { return 8 + n + n>>7 + 1024 }
 
 func sameBuffers(a, b []ipcBuffer) bool {
 	if len(a) != len(b) {

@@ -104,7 +104,10 @@ type fileBuilder struct {
 	fw  *ipc.FileWriter // dictionary schemas only
 	// parts are the file's pieces in order (the frame's and the encoded batches', not
 	// copied), joined once into a slice of the exact size when the file is stored.
-	parts   [][]byte
+	parts [][]byte
+	// msgs are the encoded batches among parts: transient memory (scratch), returned
+	// once bytes has copied them.
+	msgs    [][]byte
 	pos     int64       // bytes in parts
 	blocks  []ipcBlock  // of the batches appended to parts
 	jobs    []*batchJob // batches being encoded, in file order
@@ -431,6 +434,7 @@ func (fb *fileBuilder) collect(all bool) error {
 		}
 		fb.blocks = append(fb.blocks, ipcBlock{Offset: fb.pos, MetaLen: j.eb.metaLen, BodyLen: j.eb.bodyLen})
 		fb.write(j.eb.msg)
+		fb.msgs = append(fb.msgs, j.eb.msg)
 		fb.addBatch(j.rows, j.stats)
 	}
 	return nil
@@ -470,6 +474,10 @@ func (fb *fileBuilder) bytes() []byte {
 		data = append(data, p...)
 	}
 	fb.parts = nil
+	for _, m := range fb.msgs {
+		scratch.Free(m)
+	}
+	fb.msgs = nil
 	return data
 }
 

@@ -17,15 +17,12 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/shale-db/shale/benchmarks"
 	"github.com/shale-db/shale/coord"
 	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/internal/fragment"
+	"github.com/shale-db/shale/internal/pqinput"
 	"github.com/shale-db/shale/store"
 )
 
@@ -445,7 +442,7 @@ type importResult struct {
 }
 
 // importParquet creates args.table and appends every row of the Parquet file, streamed
-// with pqarrow in 65,536-row batches as `shale import` reads it (timed: reading, encoding,
+// with internal/pqinput in 65,536-row batches as `shale import` reads it (timed: reading, encoding,
 // storing and the commit).
 func (w *worker) importParquet(ctx context.Context, a importArgs) (*importResult, error) {
 	if a.Data == "" || a.Table == "" {
@@ -458,19 +455,7 @@ func (w *worker) importParquet(ctx context.Context, a importArgs) (*importResult
 			return err
 		}
 		defer f.Close()
-		props := parquet.NewReaderProperties(memory.DefaultAllocator) // as shale import reads it
-		props.BufferedStreamEnabled = true
-		props.BufferSize = 1 << 20
-		pr, err := file.NewParquetReader(f, file.WithReadProps(props))
-		if err != nil {
-			return err
-		}
-		defer pr.Close()
-		fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: fragment.DefaultMaxRowsPerBatch, Parallel: true}, memory.DefaultAllocator)
-		if err != nil {
-			return err
-		}
-		rr, err := fr.GetRecordReader(ctx, nil, nil)
+		rr, err := pqinput.Open(ctx, f, pqinput.Options{BatchRows: fragment.DefaultMaxRowsPerBatch}) // as shale import reads it
 		if err != nil {
 			return err
 		}
