@@ -327,21 +327,21 @@ func droppedIfIncarnation(err error) error {
 }
 
 // othersPublished lists the logical versions in [from, to] (versions of other writers
-// that a publish made visible). Versions that cannot be read, maintenance versions and
-// prepared versions of aborted groups are left out.
+// that a publish made visible), reading only their transactions. Versions that cannot be
+// read, maintenance versions and prepared versions of aborted groups are left out.
 func (t *Table) othersPublished(ctx context.Context, from, to uint64) []PublishedVersion {
 	var out []PublishedVersion
 	for v := from; v <= to; v++ {
-		m, err := manifest.Load(ctx, t.db.store, t.name, v)
-		if err != nil || m.Txn.Op.Kind.Maintenance() {
+		txn, err := manifest.LoadTransaction(ctx, t.db.store, t.name, v)
+		if err != nil || txn.Op.Kind.Maintenance() {
 			continue
 		}
-		if g := m.Txn.Op.Group; g != nil {
+		if g := txn.Op.Group; g != nil {
 			if st, err := t.db.cat.GroupState(ctx, g.ID); err != nil || st != catalog.GroupCommitted {
 				continue
 			}
 		}
-		out = append(out, PublishedVersion{Version: v, Operation: m.Txn.Op.Kind, Transaction: m.Txn.ID})
+		out = append(out, PublishedVersion{Version: v, Operation: txn.Op.Kind, Transaction: txn.ID})
 	}
 	return out
 }

@@ -259,7 +259,7 @@ func Commit(ctx context.Context, s store.Store, table string, read *Manifest, tx
 			return next, w.stats, nil
 		case errors.Is(err, store.ErrPreconditionFailed), errors.Is(err, store.ErrOutcomeUnknown):
 			// Somebody holds version N, or we may. Read it to find out whose it is.
-			r, lerr := LoadRecord(ctx, s, table, next.Version)
+			r, lerr := loadTxnRecord(ctx, s, table, next.Version)
 			if lerr != nil {
 				// Version N is taken (or may be), and we cannot read whose it is: it may be
 				// an earlier attempt of this transaction.
@@ -303,7 +303,10 @@ type walk struct {
 	at uint64
 	// parent is the content that counts at version at (renumbered past aborted group
 	// members); nil when version at expired and no retained version has been read since.
-	parent *Manifest
+	// While parentRec is set, the content is parentRec's manifest, not decoded yet
+	// (content): versions read past are decoded only as far as their transactions.
+	parent    *Manifest
+	parentRec *Record
 	// landed is set when an earlier attempt of txn was found.
 	landed *Record
 }
@@ -317,7 +320,7 @@ func (w *walk) start(read *Manifest) error {
 	w.at = w.txn.ReadVersion
 	if read != nil && read.Version >= w.txn.ReadVersion {
 		for v := w.txn.ReadVersion + 1; v <= read.Version; v++ {
-			r, err := LoadRecord(w.ctx, w.s, w.table, v)
+			r, err := loadTxnRecord(w.ctx, w.s, w.table, v)
 			if err != nil {
 				return err
 			}
@@ -325,7 +328,7 @@ func (w *walk) start(read *Manifest) error {
 				return err
 			}
 		}
-		w.parent, w.at = read, read.Version
+		w.parent, w.parentRec, w.at = read, nil, read.Version
 		return w.remembered(read)
 	}
 	// The handle is older than the transaction's read version (or absent): start there.
@@ -359,7 +362,7 @@ func (w *walk) remembered(m *Manifest) error {
 // forward reads and checks every version after at, to HEAD.
 func (w *walk) forward() error {
 	for {
-		r, err := LoadRecord(w.ctx, w.s, w.table, w.at+1)
+		r, err := loadTxnRecord(w.ctx, w.s, w.table, w.at+1)
 		if errors.Is(err, ErrVersionNotFound) {
 			return nil
 		}
@@ -383,8 +386,12 @@ func (w *walk) absorb(r *Record) error {
 		// A prepared version of an aborted multi-table group (ours included: a Write
 		// committed again after its group aborted) counts as empty.
 		w.stats.SkippedAborted = append(w.stats.SkippedAborted, r.Version)
-		if w.parent != nil {
-			w.parent = w.parent.renumbered(r.Version)
+		p, err := w.content()
+		if err != nil {
+			return err
+		}
+		if p != nil {
+			w.parent = p.renumbered(r.Version)
 		}
 		w.at = r.Version
 		return nil
@@ -406,12 +413,16 @@ func (w *walk) absorb(r *Record) error {
 		return &ConflictError{Table: w.table, Resolution: res, Ours: w.txn, Theirs: *r.Txn,
 			TheirsVersion: r.Version, Fragments: shared, Reason: reason}
 	case Rebase:
-		if r.Manifest == nil {
+		theirs, err := r.manifest()
+		if err != nil {
+			return err
+		}
+		if theirs == nil {
 			return &ConflictError{Table: w.table, Resolution: Retryable, Ours: w.txn, Theirs: *r.Txn,
 				TheirsVersion: r.Version, Fragments: shared,
 				Reason: "both change the deletion vectors of the same fragments, and the other version expired (its deletion vectors cannot be merged)"}
 		}
-		rebased, err := rebaseDeletions(w.ctx, w.s, w.table, w.txn, r.Manifest, shared)
+		rebased, err := rebaseDeletions(w.ctx, w.s, w.table, w.txn, theirs, shared)
 		if err != nil {
 			return err
 		}
@@ -419,8 +430,21 @@ func (w *walk) absorb(r *Record) error {
 		w.stats.DeletionsMerged += len(shared)
 	}
 	w.stats.Rebased = append(w.stats.Rebased, r.Version)
-	w.parent, w.at = r.Manifest, r.Version
+	w.parent, w.parentRec, w.at = nil, r, r.Version
 	return nil
+}
+
+// content returns the content that counts at version at (nil when it expired), decoding
+// the manifest of the version last read past if it is the one.
+func (w *walk) content() (*Manifest, error) {
+	if w.parentRec != nil {
+		m, err := w.parentRec.manifest()
+		if err != nil {
+			return nil, err
+		}
+		w.parent, w.parentRec = m, nil
+	}
+	return w.parent, nil
 }
 
 // abortedGroup reports whether r is a prepared version of an aborted multi-table group. A
@@ -446,12 +470,16 @@ func (w *walk) buildParent() (*Manifest, error) {
 	if w.txn.Op.Kind == OpCreate && w.at == 0 {
 		return nil, nil
 	}
-	if w.parent == nil || w.parent.Version != w.at {
+	parent, err := w.content()
+	if err != nil {
+		return nil, err
+	}
+	if parent == nil || parent.Version != w.at {
 		key := ManifestKey(w.table, w.at)
 		return nil, &ObjectError{Table: w.table, Version: w.at, Key: key,
 			Err: fmt.Errorf("%w: the newest version expired; cannot build on it", ErrVersionExpired)}
 	}
-	return w.parent, nil
+	return parent, nil
 }
 
 // result turns a walk's stop into Commit's return: an earlier attempt that landed, or a
@@ -468,18 +496,23 @@ func (w *walk) result(err error) (*Manifest, CommitStats, error) {
 	if w.landed == nil {
 		return nil, w.stats, err
 	}
-	if w.landed.Manifest == nil {
+	m, derr := w.landed.manifest()
+	if derr != nil {
+		// Landed (the transaction id says so), but the manifest does not decode.
+		return nil, w.stats, derr
+	}
+	if m == nil {
 		return nil, w.stats, &ExpiredLandingError{Table: w.table, Version: w.landed.Version, TxnID: w.txn.ID}
 	}
-	w.stats.Checksum = w.landed.Manifest.checksum
-	return w.landed.Manifest, w.stats, nil
+	w.stats.Checksum = m.checksum
+	return m, w.stats, nil
 }
 
 // findLanded reads versions after v to HEAD for one carrying the transaction's id (not in
 // an aborted group). Errors: errLanded when found (w.landed set), store errors.
 func (w *walk) findLanded(v uint64) error {
 	for ; ; v++ {
-		r, err := LoadRecord(w.ctx, w.s, w.table, v+1)
+		r, err := loadTxnRecord(w.ctx, w.s, w.table, v+1)
 		if errors.Is(err, ErrVersionNotFound) {
 			return nil
 		}
@@ -537,13 +570,23 @@ func backoffDuration(opts CommitOptions, n int) time.Duration {
 // versions below it are prepared versions of aborted groups, the content of the last
 // version that counts under HEAD's number. A pending group is waited for (r decides).
 // Meeting a drop marker (the table was dropped since m) is *DroppedError: a transaction
-// planned on m's incarnation can never commit.
+// planned on m's incarnation can never commit. Versions read past are decoded only as far
+// as their transactions; the one returned is decoded whole.
 func CatchUp(ctx context.Context, s store.Store, table string, m *Manifest, r GroupResolver) (*Manifest, error) {
+	// cur is the newest version read that counts, not decoded yet (nil: m is it).
+	var cur *Record
 	for {
-		if m.Dropped() {
-			return nil, &DroppedError{Table: table, Version: m.Version}
+		at, kind := m.Version, m.Txn.Op.Kind
+		if cur != nil {
+			at, kind = cur.Version, cur.Txn.Op.Kind
 		}
-		next, err := Load(ctx, s, table, m.Version+1)
+		if kind == OpDrop {
+			return nil, &DroppedError{Table: table, Version: at}
+		}
+		next, err := loadTxnRecord(ctx, s, table, at+1)
+		if err == nil && next.Expired() {
+			err = &ObjectError{Table: table, Version: next.Version, Key: ManifestKey(table, next.Version), Err: expiredErr}
+		}
 		if errors.Is(err, ErrVersionExpired) {
 			// m is older than the retained history: restart from HEAD. (Its content
 			// is HEAD's unless HEAD is a prepared version of an aborted group; then
@@ -552,24 +595,39 @@ func CatchUp(ctx context.Context, s store.Store, table string, m *Manifest, r Gr
 			if m, err = LoadLatest(ctx, s, table, r); err != nil {
 				return nil, err
 			}
+			cur = nil
 			continue
 		}
 		if errors.Is(err, ErrVersionNotFound) {
-			return m, nil
+			break
 		}
 		if err != nil {
 			return nil, err
 		}
-		aborted, err := abortedGroupMember(ctx, r, next)
-		if err != nil {
-			return nil, fmt.Errorf("table %q version %d: %w", table, next.Version, err)
+		aborted := false
+		if g := next.Txn.Op.Group; g != nil && r != nil {
+			ok, err := r.Committed(ctx, g.ID)
+			if err != nil {
+				return nil, fmt.Errorf("table %q version %d: %w", table, next.Version, err)
+			}
+			aborted = !ok
 		}
-		if aborted {
-			m = m.renumbered(next.Version)
-		} else {
-			m = next
+		if !aborted {
+			cur = next
+			continue
 		}
+		if cur != nil {
+			if m, err = cur.manifest(); err != nil {
+				return nil, err
+			}
+			cur = nil
+		}
+		m = m.renumbered(next.Version)
 	}
+	if cur != nil {
+		return cur.manifest()
+	}
+	return m, nil
 }
 
 // expiredConflict is the retryable conflict of a transaction that met the tombstone of a

@@ -211,6 +211,28 @@ func DecodeManifest(table string, version uint64, key string, b []byte) (*Manife
 	return m, nil
 }
 
+// decodeManifestTxn verifies a manifest read from key as DecodeManifest does (frame,
+// checksum, table, version) and decodes its table, version, transaction and transaction
+// key only (decodeManifestTxnFast); whole reports a body that took the slow path and was
+// decoded whole instead. Errors: DecodeManifest's.
+func decodeManifestTxn(table string, version uint64, key string, b []byte) (m *Manifest, whole bool, err error) {
+	body, sum, err := checkFrameSum(magicManifest, b)
+	if err != nil {
+		return nil, false, &ObjectError{Table: table, Version: version, Key: key, Err: err}
+	}
+	m = new(Manifest)
+	if decodeManifestTxnFast(body, m) != nil {
+		m, err := DecodeManifest(table, version, key, b)
+		return m, true, err
+	}
+	if m.Table != table || m.Version != version {
+		return nil, false, &ObjectError{Table: table, Version: version, Key: key,
+			Err: fmt.Errorf("%w: object describes table %q version %d", ErrCorrupt, m.Table, m.Version)}
+	}
+	m.checksum, m.size = sum, int64(len(b))
+	return m, false, nil
+}
+
 // clone returns a deep enough copy to build a child version from: slices and maps that
 // Apply mutates are copied; data files are immutable and shared.
 func (m *Manifest) clone() *Manifest {

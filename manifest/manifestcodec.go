@@ -301,3 +301,46 @@ func (r *cborReader) skip(depth int) error {
 	}
 	return errSlowPath
 }
+
+// decodeManifestTxnFast decodes only Table, Version, Txn and TxnKey of a manifest body
+// into the zero Manifest *m, passing over every other field (the fragments above all)
+// without decoding it: what the commit walk needs of a version it only reads past.
+// errSlowPath: a body the fast reader does not take (the caller decodes the whole body).
+func decodeManifestTxnFast(data []byte, m *Manifest) error {
+	if !manifestFast {
+		return errSlowPath
+	}
+	r := cborReader{b: data}
+	n, err := r.mapHeader()
+	if err != nil {
+		return errSlowPath
+	}
+	v := reflect.ValueOf(m).Elem()
+	var seen uint64
+	for range n {
+		major, kl, err := r.head()
+		if err != nil || major != majorText || kl > uint64(len(data)-r.off) {
+			return errSlowPath
+		}
+		i, ok := manifestFieldIndex[string(data[r.off:r.off+int(kl)])]
+		r.off += int(kl)
+		if !ok || seen&(1<<i) != 0 {
+			return errSlowPath
+		}
+		seen |= 1 << i
+		start := r.off
+		if err := r.skip(0); err != nil {
+			return errSlowPath
+		}
+		switch manifestFields[i].name {
+		case "Table", "Version", "Txn", "TxnKey":
+			if err := cborDec.Unmarshal(data[start:r.off], v.Field(manifestFields[i].index).Addr().Interface()); err != nil {
+				return errSlowPath
+			}
+		}
+	}
+	if r.off != len(data) {
+		return errSlowPath
+	}
+	return nil
+}
