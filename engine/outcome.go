@@ -120,6 +120,9 @@ func (t *Table) commitStaged(ctx context.Context, txn manifest.Transaction, stag
 	opts := t.db.opts.Commit
 	opts.Groups = t.db.groups()
 	opts.CheckHead = opts.CheckHead || t.contended
+	if !t.contended {
+		opts.Turn = nil // a writer alone needs no turn (it takes one once it meets others)
+	}
 	opts.Stage = stage
 	var (
 		m     *manifest.Manifest

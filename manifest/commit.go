@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/shale-db/shale/internal/failpoint"
@@ -59,6 +60,21 @@ type CommitOptions struct {
 	// version counts; only the engine's multi-table commits create groups, and they need a
 	// catalog).
 	Groups GroupResolver
+	// Turn, when set, orders this writer's attempts with other writers' (a hint for speed,
+	// never a fence): each attempt holds the table's turn from its read forward to HEAD
+	// until its manifest put returned, so writers sharing the turns take them one after
+	// another instead of building on the same HEAD and all but one losing the race for
+	// its successor. An attempt that does not get the turn (Turn bounds the wait) goes
+	// ahead without it: put-if-absent and transaction ids decide every outcome either way.
+	Turn Turn
+}
+
+// Turn hands out per-table turns to commit attempts (CommitOptions.Turn; internal/turn
+// is the local store's). A hint: nothing may depend on a turn being had.
+type Turn interface {
+	// Take waits, for a bounded time, for table's turn and returns the function that gives
+	// it back; had is false (and release does nothing) when the attempt goes ahead without.
+	Take(ctx context.Context, table string) (release func(), had bool)
 }
 
 // GroupResolver decides multi-table groups for the commit loop.
@@ -189,9 +205,23 @@ func Commit(ctx context.Context, s store.Store, table string, read *Manifest, tx
 		}
 	}
 	losses, fresh := 0, !opts.CheckHead
+	release := func() {}
+	defer func() { release() }()
+	// With turns, the staged objects are written while the first attempt waits for its
+	// turn and builds, not inside the turn, where their fsyncs would hold up every other
+	// writer; the attempt's put-if-absent waits for them (between), so they are durable
+	// before the manifest exists as always.
+	var staging *backgroundPuts
+	if opts.Turn != nil && len(opts.Stage) > 0 {
+		staging = startPuts(ctx, s, opts.Stage)
+		defer staging.wait() // nothing is written on our behalf after Commit returns
+	}
 	for w.stats.Attempts < opts.MaxAttempts {
 		if err := ctx.Err(); err != nil {
 			return nil, w.stats, err
+		}
+		if opts.Turn != nil {
+			release, _ = opts.Turn.Take(ctx, table)
 		}
 		if !fresh {
 			// Versions committed since the walk last read forward (while the caller
@@ -227,19 +257,30 @@ func Commit(ctx context.Context, s store.Store, table string, read *Manifest, tx
 		// overlaps the writes' staging (on local disk every temp file is fsynced at once,
 		// then the renames' directories).
 		puts := []store.Object{{Key: next.TxnKey, Data: rec}}
-		if !w.stats.Staged {
+		if !w.stats.Staged && staging == nil {
 			puts = append(slices.Clip(opts.Stage), puts...)
 		}
 		seamErr := false
+		var stageErr error
 		putErr, err := store.PutAllThenPutIfAbsent(ctx, s, puts, func(ctx context.Context) error {
+			if staging != nil {
+				if stageErr = staging.wait(); stageErr != nil {
+					return stageErr
+				}
+			}
 			if err := seamBeforeVersionPut.Inject(ctx); err != nil {
 				seamErr = true
 				return err
 			}
 			return nil
 		}, next.Key(), body)
+		release()
+		release = func() {}
 		if putErr != nil {
 			return nil, w.stats, fmt.Errorf("table %q: write transaction record: %w", table, putErr)
+		}
+		if stageErr != nil {
+			return nil, w.stats, fmt.Errorf("table %q: write staged objects: %w", table, stageErr)
 		}
 		w.stats.Staged = true
 		if seamErr {
@@ -684,4 +725,34 @@ func LoadLatest(ctx context.Context, s store.Store, table string, r GroupResolve
 		return nil, &DroppedError{Table: table, Version: m.Version}
 	}
 	return m, nil
+}
+
+// backgroundPuts are Puts running on their own goroutines (Commit's staged objects when it
+// takes turns).
+type backgroundPuts struct {
+	done chan struct{}
+	err  error
+}
+
+// startPuts writes objs at once, each with Put.
+func startPuts(ctx context.Context, s store.Store, objs []store.Object) *backgroundPuts {
+	b := &backgroundPuts{done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		errs := make([]error, len(objs))
+		var wg sync.WaitGroup
+		for i, o := range objs {
+			wg.Go(func() { errs[i] = s.Put(ctx, o.Key, o.Data) })
+		}
+		wg.Wait()
+		b.err = errors.Join(errs...)
+	}()
+	return b
+}
+
+// wait returns once every Put has returned: nil when all succeeded (each durable where the
+// store promises durability).
+func (b *backgroundPuts) wait() error {
+	<-b.done
+	return b.err
 }
