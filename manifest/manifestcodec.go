@@ -90,6 +90,14 @@ func init() {
 	if fragmentsField < 0 || len(manifestFields) > 64 {
 		manifestFast = false
 	}
+	for _, name := range []string{"Table", "Version", "Txn", "TxnKey"} {
+		i, ok := manifestFieldIndex[name]
+		if !ok {
+			manifestFast = false
+			continue
+		}
+		txnFields |= 1 << i
+	}
 }
 
 // isEmpty is the reflection codec's omitempty test for the kinds Manifest's omitempty
@@ -302,9 +310,15 @@ func (r *cborReader) skip(depth int) error {
 	return errSlowPath
 }
 
+// txnFields are the fields decodeManifestTxnFast decodes (bits of manifestFields
+// positions; set by init).
+var txnFields uint64
+
 // decodeManifestTxnFast decodes only Table, Version, Txn and TxnKey of a manifest body
-// into the zero Manifest *m, passing over every other field (the fragments above all)
-// without decoding it: what the commit walk needs of a version it only reads past.
+// into the zero Manifest *m, passing over other fields without decoding them, and stops
+// once it has the four: what the commit walk needs of a version it only reads past. In
+// the canonical key order they all come before Fragments (keys sort by length first), so
+// the fragments are never looked at; the caller has verified the whole object's checksum.
 // errSlowPath: a body the fast reader does not take (the caller decodes the whole body).
 func decodeManifestTxnFast(data []byte, m *Manifest) error {
 	if !manifestFast {
@@ -332,10 +346,12 @@ func decodeManifestTxnFast(data []byte, m *Manifest) error {
 		if err := r.skip(0); err != nil {
 			return errSlowPath
 		}
-		switch manifestFields[i].name {
-		case "Table", "Version", "Txn", "TxnKey":
+		if txnFields&(1<<i) != 0 {
 			if err := cborDec.Unmarshal(data[start:r.off], v.Field(manifestFields[i].index).Addr().Interface()); err != nil {
 				return errSlowPath
+			}
+			if seen&txnFields == txnFields {
+				return nil
 			}
 		}
 	}
