@@ -245,10 +245,11 @@ func Commit(ctx context.Context, s store.Store, table string, read *Manifest, tx
 		if err != nil {
 			return nil, w.stats, err
 		}
-		body, err := next.Encode()
+		body, recs, err := encodeManifestRecords(next, true)
 		if err != nil {
-			return nil, w.stats, err
+			return nil, w.stats, fmt.Errorf("encode manifest %s v%d: %w", next.Table, next.Version, err)
 		}
+		next.setFragRecords(recs) // the next commit's decodes take its fragments from here
 		if err := seamBeforeTxnPut.Inject(ctx); err != nil {
 			return nil, w.stats, err
 		}
@@ -348,6 +349,9 @@ type walk struct {
 	// (content): versions read past are decoded only as far as their transactions.
 	parent    *Manifest
 	parentRec *Record
+	// known is the newest manifest decoded or given so far: the decode of a later version
+	// takes its unchanged fragments from it (Record.manifest).
+	known *Manifest
 	// landed is set when an earlier attempt of txn was found.
 	landed *Record
 }
@@ -369,7 +373,7 @@ func (w *walk) start(read *Manifest) error {
 				return err
 			}
 		}
-		w.parent, w.parentRec, w.at = read, nil, read.Version
+		w.parent, w.parentRec, w.at, w.known = read, nil, read.Version, read
 		return w.remembered(read)
 	}
 	// The handle is older than the transaction's read version (or absent): start there.
@@ -454,7 +458,7 @@ func (w *walk) absorb(r *Record) error {
 		return &ConflictError{Table: w.table, Resolution: res, Ours: w.txn, Theirs: *r.Txn,
 			TheirsVersion: r.Version, Fragments: shared, Reason: reason}
 	case Rebase:
-		theirs, err := r.manifest()
+		theirs, err := r.manifest(w.base())
 		if err != nil {
 			return err
 		}
@@ -479,13 +483,24 @@ func (w *walk) absorb(r *Record) error {
 // the manifest of the version last read past if it is the one.
 func (w *walk) content() (*Manifest, error) {
 	if w.parentRec != nil {
-		m, err := w.parentRec.manifest()
+		m, err := w.parentRec.manifest(w.base())
 		if err != nil {
 			return nil, err
 		}
 		w.parent, w.parentRec = m, nil
+		if m != nil {
+			w.known = m
+		}
 	}
 	return w.parent, nil
+}
+
+// base is the manifest a decode of a later version takes unchanged fragments from.
+func (w *walk) base() *Manifest {
+	if w.known != nil {
+		return w.known
+	}
+	return w.parent
 }
 
 // abortedGroup reports whether r is a prepared version of an aborted multi-table group. A
@@ -537,7 +552,7 @@ func (w *walk) result(err error) (*Manifest, CommitStats, error) {
 	if w.landed == nil {
 		return nil, w.stats, err
 	}
-	m, derr := w.landed.manifest()
+	m, derr := w.landed.manifest(w.base())
 	if derr != nil {
 		// Landed (the transaction id says so), but the manifest does not decode.
 		return nil, w.stats, derr
@@ -658,7 +673,7 @@ func CatchUp(ctx context.Context, s store.Store, table string, m *Manifest, r Gr
 			continue
 		}
 		if cur != nil {
-			if m, err = cur.manifest(); err != nil {
+			if m, err = cur.manifest(m); err != nil {
 				return nil, err
 			}
 			cur = nil
@@ -666,7 +681,7 @@ func CatchUp(ctx context.Context, s store.Store, table string, m *Manifest, r Gr
 		m = m.renumbered(next.Version)
 	}
 	if cur != nil {
-		return cur.manifest()
+		return cur.manifest(m)
 	}
 	return m, nil
 }

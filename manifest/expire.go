@@ -109,10 +109,13 @@ type Record struct {
 func (r *Record) Expired() bool { return r.Manifest == nil && !r.lazy }
 
 // manifest returns the record's manifest (nil for an expired version), decoding the whole
-// object on first use for a record read by loadTxnRecord. Errors: DecodeManifest's.
-func (r *Record) manifest() (*Manifest, error) {
+// object on first use for a record read by loadTxnRecord. The decode takes the fragments
+// whose records are unchanged from base (nil: none), a manifest of an earlier version
+// (decodeManifestOn), and keeps the result's records for the next one. Errors:
+// DecodeManifest's.
+func (r *Record) manifest(base *Manifest) (*Manifest, error) {
 	if r.lazy {
-		m, err := DecodeManifest(r.table, r.Version, ManifestKey(r.table, r.Version), r.Raw)
+		m, err := decodeManifestOn(r.table, r.Version, ManifestKey(r.table, r.Version), r.Raw, base, true)
 		if err != nil {
 			return nil, err
 		}

@@ -1,9 +1,11 @@
 package manifest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/shale-db/shale/store"
@@ -53,11 +55,11 @@ func TestTxnDecodeTakesFastPath(t *testing.T) {
 	if r.Expired() || r.Manifest != nil || r.TxnID != m.Txn.ID {
 		t.Fatalf("lazy record: expired %v, manifest %v, txn %q", r.Expired(), r.Manifest != nil, r.TxnID)
 	}
-	full, err := r.manifest()
+	full, err := r.manifest(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(full, want) || r.Txn != &full.Txn {
+	if !sameManifest(full, want) || r.Txn != &full.Txn {
 		t.Fatal("the record's manifest, decoded on first use, differs from DecodeManifest's")
 	}
 	txn, err := LoadTransaction(ctx, s, m.Table, m.Version)
@@ -123,7 +125,7 @@ func TestCatchUpDecodesOnlyHead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got, want) {
+	if !sameManifest(got, want) {
 		t.Fatalf("CatchUp returned version %d with %d fragments, want version %d with %d", got.Version, len(got.Fragments), want.Version, len(want.Fragments))
 	}
 	if cs.gets != 5 {
@@ -152,4 +154,67 @@ func BenchmarkTxnDecode(b *testing.B) {
 			}
 		}
 	})
+}
+
+// sameManifest compares what two manifests say (not the fragment records a decode keeps).
+func sameManifest(a, b *Manifest) bool {
+	x, y := *a, *b
+	x.records, x.recordsOf, y.records, y.recordsOf = nil, nil, nil, nil
+	return reflect.DeepEqual(x, y)
+}
+
+// TestDecodeTakesUnchangedFragments: a version decoded on top of an earlier one (whose
+// records the commit path kept) takes the fragments whose records are unchanged from it,
+// and says exactly what a plain decode says, whether fragments were appended, changed
+// (a new deletion vector) or removed; a copy whose fragments were replaced has no records.
+func TestDecodeTakesUnchangedFragments(t *testing.T) {
+	base := benchManifest(t, 30)
+	raw, recs, err := encodeManifestRecords(base, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base.setFragRecords(recs)
+	if b2, err := base.Encode(); err != nil || !bytes.Equal(b2, raw) {
+		t.Fatal("encoding with records changed the bytes")
+	}
+	grow := func(m *Manifest) *Manifest {
+		c := m.clone()
+		c.Version++
+		c.Fragments = append(c.Fragments, benchManifest(t, 31).Fragments[30])
+		c.Fragments[len(c.Fragments)-1].ID = c.NextFragmentID
+		c.NextFragmentID++
+		return c
+	}
+	changed := grow(base)
+	changed.Fragments[7].Deletion = &DeletionFile{Key: "hist/_deletions/x/7.dv", Size: 9, Deleted: 3}
+	removed := grow(base)
+	removed.Fragments = slices.Delete(removed.Fragments, 12, 13)
+	for name, next := range map[string]*Manifest{"append": grow(base), "changed": changed, "removed": removed} {
+		b, err := next.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := DecodeManifest(next.Table, next.Version, next.Key(), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := decodeManifestOn(next.Table, next.Version, next.Key(), b, base, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameManifest(got, want) {
+			t.Fatalf("%s: the decode on a base differs from the plain decode", name)
+		}
+		if &got.Fragments[0].Files[0] != &base.Fragments[0].Files[0] {
+			t.Fatalf("%s: an unchanged fragment was decoded again", name)
+		}
+		if len(got.fragRecords().recs) != len(got.Fragments) {
+			t.Fatalf("%s: the decode kept no records", name)
+		}
+	}
+	cp := *base
+	cp.Fragments = slices.Clone(base.Fragments)
+	if cp.fragRecords().recs != nil {
+		t.Fatal("a copy with other fragments kept the records")
+	}
 }
