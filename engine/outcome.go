@@ -94,6 +94,12 @@ var (
 	seamAfterPublish  = failpoint.Seam("engine.after_publish")
 )
 
+// turnQuietCommits is how many commits in a row a handle makes without meeting another
+// writer before it stops taking turns (manifest.CommitOptions.Turn): writers that take
+// turns rarely see each other's versions in their own commit, so one quiet commit does
+// not mean the others have gone.
+const turnQuietCommits = 8
+
 // unknownRetries is how often commit re-runs the commit loop with the same transaction
 // after an unknown manifest put before giving the decision to the caller.
 const unknownRetries = 3
@@ -120,7 +126,7 @@ func (t *Table) commitStaged(ctx context.Context, txn manifest.Transaction, stag
 	opts := t.db.opts.Commit
 	opts.Groups = t.db.groups()
 	opts.CheckHead = opts.CheckHead || t.contended
-	if !t.contended {
+	if !t.contended && t.quiet >= turnQuietCommits {
 		opts.Turn = nil // a writer alone needs no turn (it takes one once it meets others)
 	}
 	opts.Stage = stage
@@ -169,6 +175,11 @@ func (t *Table) commitStaged(ctx context.Context, txn manifest.Transaction, stag
 		return CommitResult{}, err
 	}
 	t.m = m
+	if t.contended || len(stats.Rebased) > 0 {
+		t.quiet = 0
+	} else {
+		t.quiet = min(t.quiet+1, turnQuietCommits)
+	}
 	t.contended = len(stats.Rebased) > 0
 	res := CommitResult{Version: m.Version, Attempts: stats.Attempts, Rebased: stats.Rebased}
 	also, err := t.publish(ctx, m, stats.Checksum)

@@ -64,8 +64,10 @@ type CommitOptions struct {
 	// never a fence): each attempt holds the table's turn from its read forward to HEAD
 	// until its manifest put returned, so writers sharing the turns take them one after
 	// another instead of building on the same HEAD and all but one losing the race for
-	// its successor. An attempt that does not get the turn (Turn bounds the wait) goes
-	// ahead without it: put-if-absent and transaction ids decide every outcome either way.
+	// its successor. An attempt that had the turn reads forward to HEAD first, CheckHead
+	// or not (others committed while it waited). An attempt that does not get the turn
+	// (Turn bounds the wait) goes ahead without it: put-if-absent and transaction ids
+	// decide every outcome either way.
 	Turn Turn
 }
 
@@ -221,7 +223,10 @@ func Commit(ctx context.Context, s store.Store, table string, read *Manifest, tx
 			return nil, w.stats, err
 		}
 		if opts.Turn != nil {
-			release, _ = opts.Turn.Take(ctx, table)
+			var had bool
+			if release, had = opts.Turn.Take(ctx, table); had {
+				fresh = false // others may have committed while we waited: read forward
+			}
 		}
 		if !fresh {
 			// Versions committed since the walk last read forward (while the caller
