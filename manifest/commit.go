@@ -286,6 +286,12 @@ func Commit(ctx context.Context, s store.Store, table string, read *Manifest, tx
 			return nil, w.stats, fmt.Errorf("table %q: write transaction record: %w", table, putErr)
 		}
 		if stageErr != nil {
+			// The manifest was not created. A version that decides the transaction's fate
+			// comes first: garbage collection fences a transaction (an abort version)
+			// before it deletes its directory, which is one way a staged write fails.
+			if ferr := w.forward(); ferr != nil {
+				return w.result(ferr)
+			}
 			return nil, w.stats, fmt.Errorf("table %q: write staged objects: %w", table, stageErr)
 		}
 		w.stats.Staged = true
