@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/shale-db/shale/demand"
+	"github.com/shale-db/shale/internal/turn"
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
 	"github.com/shale-db/shale/store"
@@ -44,7 +46,11 @@ type Options struct {
 	// Write tunes the data files writes store (codec, rows per batch and per file; see
 	// WriteOptions). Compaction rewrites with the same options.
 	Write WriteOptions
-	// Commit bounds the commit loop.
+	// Commit bounds the commit loop. On a local (file://) store, Commit.Turn defaults to
+	// the store's turn locks (internal/turn): a handle that met other writers takes the
+	// table's turn for each commit attempt, so writer processes on one machine take turns
+	// instead of losing races to each other (a hint for speed; outcomes are decided by
+	// put-if-absent and transaction ids as always).
 	Commit manifest.CommitOptions
 	// Allocator for Arrow memory (default memory.DefaultAllocator).
 	Allocator memory.Allocator
@@ -144,6 +150,11 @@ func Open(ctx context.Context, s store.Store, opts Options) (*DB, error) {
 	if opts.GroupTimeout <= 0 {
 		opts.GroupTimeout = 30 * time.Second
 	}
+	if opts.Commit.Turn == nil {
+		if r, ok := s.(rootedStore); ok {
+			opts.Commit.Turn = turn.New(filepath.Join(r.Root(), store.TempDir, "turns"))
+		}
+	}
 	db := &DB{store: s, opts: opts}
 	if opts.ManifestCacheBytes >= 0 {
 		db.manifests = manifest.NewCache(opts.ManifestCacheBytes)
@@ -161,6 +172,9 @@ func Open(ctx context.Context, s store.Store, opts Options) (*DB, error) {
 	}
 	return db, nil
 }
+
+// rootedStore is implemented by the local store (its directory).
+type rootedStore interface{ Root() string }
 
 func storeID(ctx context.Context, s store.Store) (string, error) {
 	b, err := s.Get(ctx, storeIDKey)

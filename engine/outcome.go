@@ -94,6 +94,12 @@ var (
 	seamAfterPublish  = failpoint.Seam("engine.after_publish")
 )
 
+// turnQuietCommits is how many commits in a row a handle makes without meeting another
+// writer before it stops taking turns (manifest.CommitOptions.Turn): writers that take
+// turns rarely see each other's versions in their own commit, so one quiet commit does
+// not mean the others have gone.
+const turnQuietCommits = 8
+
 // unknownRetries is how often commit re-runs the commit loop with the same transaction
 // after an unknown manifest put before giving the decision to the caller.
 const unknownRetries = 3
@@ -120,6 +126,9 @@ func (t *Table) commitStaged(ctx context.Context, txn manifest.Transaction, stag
 	opts := t.db.opts.Commit
 	opts.Groups = t.db.groups()
 	opts.CheckHead = opts.CheckHead || t.contended
+	if !t.contended && t.quiet >= turnQuietCommits {
+		opts.Turn = nil // a writer alone needs no turn (it takes one once it meets others)
+	}
 	opts.Stage = stage
 	var (
 		m     *manifest.Manifest
@@ -166,6 +175,11 @@ func (t *Table) commitStaged(ctx context.Context, txn manifest.Transaction, stag
 		return CommitResult{}, err
 	}
 	t.m = m
+	if t.contended || len(stats.Rebased) > 0 {
+		t.quiet = 0
+	} else {
+		t.quiet = min(t.quiet+1, turnQuietCommits)
+	}
 	t.contended = len(stats.Rebased) > 0
 	res := CommitResult{Version: m.Version, Attempts: stats.Attempts, Rebased: stats.Rebased}
 	also, err := t.publish(ctx, m, stats.Checksum)
@@ -327,21 +341,21 @@ func droppedIfIncarnation(err error) error {
 }
 
 // othersPublished lists the logical versions in [from, to] (versions of other writers
-// that a publish made visible). Versions that cannot be read, maintenance versions and
-// prepared versions of aborted groups are left out.
+// that a publish made visible), reading only their transactions. Versions that cannot be
+// read, maintenance versions and prepared versions of aborted groups are left out.
 func (t *Table) othersPublished(ctx context.Context, from, to uint64) []PublishedVersion {
 	var out []PublishedVersion
 	for v := from; v <= to; v++ {
-		m, err := manifest.Load(ctx, t.db.store, t.name, v)
-		if err != nil || m.Txn.Op.Kind.Maintenance() {
+		txn, err := manifest.LoadTransaction(ctx, t.db.store, t.name, v)
+		if err != nil || txn.Op.Kind.Maintenance() {
 			continue
 		}
-		if g := m.Txn.Op.Group; g != nil {
+		if g := txn.Op.Group; g != nil {
 			if st, err := t.db.cat.GroupState(ctx, g.ID); err != nil || st != catalog.GroupCommitted {
 				continue
 			}
 		}
-		out = append(out, PublishedVersion{Version: v, Operation: m.Txn.Op.Kind, Transaction: m.Txn.ID})
+		out = append(out, PublishedVersion{Version: v, Operation: txn.Op.Kind, Transaction: txn.ID})
 	}
 	return out
 }

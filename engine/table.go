@@ -30,6 +30,10 @@ type Table struct {
 	// refresh moved, or its commit rebased); the next commit then reads forward before its
 	// first attempt (manifest.CommitOptions.CheckHead). A hint for speed only.
 	contended bool
+	// quiet counts this handle's commits in a row that met no other writer (up to
+	// turnQuietCommits): while below, its commits take turns (so a new handle takes them
+	// for its first commits, when writers started together meet first).
+	quiet int
 }
 
 // Name is the table name.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/shale-db/shale/internal/failpoint"
@@ -59,6 +60,23 @@ type CommitOptions struct {
 	// version counts; only the engine's multi-table commits create groups, and they need a
 	// catalog).
 	Groups GroupResolver
+	// Turn, when set, orders this writer's attempts with other writers' (a hint for speed,
+	// never a fence): each attempt holds the table's turn from its read forward to HEAD
+	// until its manifest put returned, so writers sharing the turns take them one after
+	// another instead of building on the same HEAD and all but one losing the race for
+	// its successor. An attempt that had the turn reads forward to HEAD first, CheckHead
+	// or not (others committed while it waited). An attempt that does not get the turn
+	// (Turn bounds the wait) goes ahead without it: put-if-absent and transaction ids
+	// decide every outcome either way.
+	Turn Turn
+}
+
+// Turn hands out per-table turns to commit attempts (CommitOptions.Turn; internal/turn
+// is the local store's). A hint: nothing may depend on a turn being had.
+type Turn interface {
+	// Take waits, for a bounded time, for table's turn and returns the function that gives
+	// it back; had is false (and release does nothing) when the attempt goes ahead without.
+	Take(ctx context.Context, table string) (release func(), had bool)
 }
 
 // GroupResolver decides multi-table groups for the commit loop.
@@ -189,9 +207,26 @@ func Commit(ctx context.Context, s store.Store, table string, read *Manifest, tx
 		}
 	}
 	losses, fresh := 0, !opts.CheckHead
+	release := func() {}
+	defer func() { release() }()
+	// With turns, the staged objects are written while the first attempt waits for its
+	// turn and builds, not inside the turn, where their fsyncs would hold up every other
+	// writer; the attempt's put-if-absent waits for them (between), so they are durable
+	// before the manifest exists as always.
+	var staging *backgroundPuts
+	if opts.Turn != nil && len(opts.Stage) > 0 {
+		staging = startPuts(ctx, s, opts.Stage)
+		defer staging.wait() // nothing is written on our behalf after Commit returns
+	}
 	for w.stats.Attempts < opts.MaxAttempts {
 		if err := ctx.Err(); err != nil {
 			return nil, w.stats, err
+		}
+		if opts.Turn != nil {
+			var had bool
+			if release, had = opts.Turn.Take(ctx, table); had {
+				fresh = false // others may have committed while we waited: read forward
+			}
 		}
 		if !fresh {
 			// Versions committed since the walk last read forward (while the caller
@@ -215,10 +250,11 @@ func Commit(ctx context.Context, s store.Store, table string, read *Manifest, tx
 		if err != nil {
 			return nil, w.stats, err
 		}
-		body, err := next.Encode()
+		body, recs, err := encodeManifestRecords(next, true)
 		if err != nil {
-			return nil, w.stats, err
+			return nil, w.stats, fmt.Errorf("encode manifest %s v%d: %w", next.Table, next.Version, err)
 		}
+		next.setFragRecords(recs) // the next commit's decodes take its fragments from here
 		if err := seamBeforeTxnPut.Inject(ctx); err != nil {
 			return nil, w.stats, err
 		}
@@ -227,19 +263,36 @@ func Commit(ctx context.Context, s store.Store, table string, read *Manifest, tx
 		// overlaps the writes' staging (on local disk every temp file is fsynced at once,
 		// then the renames' directories).
 		puts := []store.Object{{Key: next.TxnKey, Data: rec}}
-		if !w.stats.Staged {
+		if !w.stats.Staged && staging == nil {
 			puts = append(slices.Clip(opts.Stage), puts...)
 		}
 		seamErr := false
+		var stageErr error
 		putErr, err := store.PutAllThenPutIfAbsent(ctx, s, puts, func(ctx context.Context) error {
+			if staging != nil {
+				if stageErr = staging.wait(); stageErr != nil {
+					return stageErr
+				}
+			}
 			if err := seamBeforeVersionPut.Inject(ctx); err != nil {
 				seamErr = true
 				return err
 			}
 			return nil
 		}, next.Key(), body)
+		release()
+		release = func() {}
 		if putErr != nil {
 			return nil, w.stats, fmt.Errorf("table %q: write transaction record: %w", table, putErr)
+		}
+		if stageErr != nil {
+			// The manifest was not created. A version that decides the transaction's fate
+			// comes first: garbage collection fences a transaction (an abort version)
+			// before it deletes its directory, which is one way a staged write fails.
+			if ferr := w.forward(); ferr != nil {
+				return w.result(ferr)
+			}
+			return nil, w.stats, fmt.Errorf("table %q: write staged objects: %w", table, stageErr)
 		}
 		w.stats.Staged = true
 		if seamErr {
@@ -259,7 +312,7 @@ func Commit(ctx context.Context, s store.Store, table string, read *Manifest, tx
 			return next, w.stats, nil
 		case errors.Is(err, store.ErrPreconditionFailed), errors.Is(err, store.ErrOutcomeUnknown):
 			// Somebody holds version N, or we may. Read it to find out whose it is.
-			r, lerr := LoadRecord(ctx, s, table, next.Version)
+			r, lerr := loadTxnRecord(ctx, s, table, next.Version)
 			if lerr != nil {
 				// Version N is taken (or may be), and we cannot read whose it is: it may be
 				// an earlier attempt of this transaction.
@@ -303,7 +356,13 @@ type walk struct {
 	at uint64
 	// parent is the content that counts at version at (renumbered past aborted group
 	// members); nil when version at expired and no retained version has been read since.
-	parent *Manifest
+	// While parentRec is set, the content is parentRec's manifest, not decoded yet
+	// (content): versions read past are decoded only as far as their transactions.
+	parent    *Manifest
+	parentRec *Record
+	// known is the newest manifest decoded or given so far: the decode of a later version
+	// takes its unchanged fragments from it (Record.manifest).
+	known *Manifest
 	// landed is set when an earlier attempt of txn was found.
 	landed *Record
 }
@@ -317,7 +376,7 @@ func (w *walk) start(read *Manifest) error {
 	w.at = w.txn.ReadVersion
 	if read != nil && read.Version >= w.txn.ReadVersion {
 		for v := w.txn.ReadVersion + 1; v <= read.Version; v++ {
-			r, err := LoadRecord(w.ctx, w.s, w.table, v)
+			r, err := loadTxnRecord(w.ctx, w.s, w.table, v)
 			if err != nil {
 				return err
 			}
@@ -325,7 +384,7 @@ func (w *walk) start(read *Manifest) error {
 				return err
 			}
 		}
-		w.parent, w.at = read, read.Version
+		w.parent, w.parentRec, w.at, w.known = read, nil, read.Version, read
 		return w.remembered(read)
 	}
 	// The handle is older than the transaction's read version (or absent): start there.
@@ -359,7 +418,7 @@ func (w *walk) remembered(m *Manifest) error {
 // forward reads and checks every version after at, to HEAD.
 func (w *walk) forward() error {
 	for {
-		r, err := LoadRecord(w.ctx, w.s, w.table, w.at+1)
+		r, err := loadTxnRecord(w.ctx, w.s, w.table, w.at+1)
 		if errors.Is(err, ErrVersionNotFound) {
 			return nil
 		}
@@ -383,8 +442,12 @@ func (w *walk) absorb(r *Record) error {
 		// A prepared version of an aborted multi-table group (ours included: a Write
 		// committed again after its group aborted) counts as empty.
 		w.stats.SkippedAborted = append(w.stats.SkippedAborted, r.Version)
-		if w.parent != nil {
-			w.parent = w.parent.renumbered(r.Version)
+		p, err := w.content()
+		if err != nil {
+			return err
+		}
+		if p != nil {
+			w.parent = p.renumbered(r.Version)
 		}
 		w.at = r.Version
 		return nil
@@ -406,12 +469,16 @@ func (w *walk) absorb(r *Record) error {
 		return &ConflictError{Table: w.table, Resolution: res, Ours: w.txn, Theirs: *r.Txn,
 			TheirsVersion: r.Version, Fragments: shared, Reason: reason}
 	case Rebase:
-		if r.Manifest == nil {
+		theirs, err := r.manifest(w.base())
+		if err != nil {
+			return err
+		}
+		if theirs == nil {
 			return &ConflictError{Table: w.table, Resolution: Retryable, Ours: w.txn, Theirs: *r.Txn,
 				TheirsVersion: r.Version, Fragments: shared,
 				Reason: "both change the deletion vectors of the same fragments, and the other version expired (its deletion vectors cannot be merged)"}
 		}
-		rebased, err := rebaseDeletions(w.ctx, w.s, w.table, w.txn, r.Manifest, shared)
+		rebased, err := rebaseDeletions(w.ctx, w.s, w.table, w.txn, theirs, shared)
 		if err != nil {
 			return err
 		}
@@ -419,8 +486,32 @@ func (w *walk) absorb(r *Record) error {
 		w.stats.DeletionsMerged += len(shared)
 	}
 	w.stats.Rebased = append(w.stats.Rebased, r.Version)
-	w.parent, w.at = r.Manifest, r.Version
+	w.parent, w.parentRec, w.at = nil, r, r.Version
 	return nil
+}
+
+// content returns the content that counts at version at (nil when it expired), decoding
+// the manifest of the version last read past if it is the one.
+func (w *walk) content() (*Manifest, error) {
+	if w.parentRec != nil {
+		m, err := w.parentRec.manifest(w.base())
+		if err != nil {
+			return nil, err
+		}
+		w.parent, w.parentRec = m, nil
+		if m != nil {
+			w.known = m
+		}
+	}
+	return w.parent, nil
+}
+
+// base is the manifest a decode of a later version takes unchanged fragments from.
+func (w *walk) base() *Manifest {
+	if w.known != nil {
+		return w.known
+	}
+	return w.parent
 }
 
 // abortedGroup reports whether r is a prepared version of an aborted multi-table group. A
@@ -446,12 +537,16 @@ func (w *walk) buildParent() (*Manifest, error) {
 	if w.txn.Op.Kind == OpCreate && w.at == 0 {
 		return nil, nil
 	}
-	if w.parent == nil || w.parent.Version != w.at {
+	parent, err := w.content()
+	if err != nil {
+		return nil, err
+	}
+	if parent == nil || parent.Version != w.at {
 		key := ManifestKey(w.table, w.at)
 		return nil, &ObjectError{Table: w.table, Version: w.at, Key: key,
 			Err: fmt.Errorf("%w: the newest version expired; cannot build on it", ErrVersionExpired)}
 	}
-	return w.parent, nil
+	return parent, nil
 }
 
 // result turns a walk's stop into Commit's return: an earlier attempt that landed, or a
@@ -468,18 +563,23 @@ func (w *walk) result(err error) (*Manifest, CommitStats, error) {
 	if w.landed == nil {
 		return nil, w.stats, err
 	}
-	if w.landed.Manifest == nil {
+	m, derr := w.landed.manifest(w.base())
+	if derr != nil {
+		// Landed (the transaction id says so), but the manifest does not decode.
+		return nil, w.stats, derr
+	}
+	if m == nil {
 		return nil, w.stats, &ExpiredLandingError{Table: w.table, Version: w.landed.Version, TxnID: w.txn.ID}
 	}
-	w.stats.Checksum = w.landed.Manifest.checksum
-	return w.landed.Manifest, w.stats, nil
+	w.stats.Checksum = m.checksum
+	return m, w.stats, nil
 }
 
 // findLanded reads versions after v to HEAD for one carrying the transaction's id (not in
 // an aborted group). Errors: errLanded when found (w.landed set), store errors.
 func (w *walk) findLanded(v uint64) error {
 	for ; ; v++ {
-		r, err := LoadRecord(w.ctx, w.s, w.table, v+1)
+		r, err := loadTxnRecord(w.ctx, w.s, w.table, v+1)
 		if errors.Is(err, ErrVersionNotFound) {
 			return nil
 		}
@@ -537,13 +637,23 @@ func backoffDuration(opts CommitOptions, n int) time.Duration {
 // versions below it are prepared versions of aborted groups, the content of the last
 // version that counts under HEAD's number. A pending group is waited for (r decides).
 // Meeting a drop marker (the table was dropped since m) is *DroppedError: a transaction
-// planned on m's incarnation can never commit.
+// planned on m's incarnation can never commit. Versions read past are decoded only as far
+// as their transactions; the one returned is decoded whole.
 func CatchUp(ctx context.Context, s store.Store, table string, m *Manifest, r GroupResolver) (*Manifest, error) {
+	// cur is the newest version read that counts, not decoded yet (nil: m is it).
+	var cur *Record
 	for {
-		if m.Dropped() {
-			return nil, &DroppedError{Table: table, Version: m.Version}
+		at, kind := m.Version, m.Txn.Op.Kind
+		if cur != nil {
+			at, kind = cur.Version, cur.Txn.Op.Kind
 		}
-		next, err := Load(ctx, s, table, m.Version+1)
+		if kind == OpDrop {
+			return nil, &DroppedError{Table: table, Version: at}
+		}
+		next, err := loadTxnRecord(ctx, s, table, at+1)
+		if err == nil && next.Expired() {
+			err = &ObjectError{Table: table, Version: next.Version, Key: ManifestKey(table, next.Version), Err: expiredErr}
+		}
 		if errors.Is(err, ErrVersionExpired) {
 			// m is older than the retained history: restart from HEAD. (Its content
 			// is HEAD's unless HEAD is a prepared version of an aborted group; then
@@ -552,24 +662,39 @@ func CatchUp(ctx context.Context, s store.Store, table string, m *Manifest, r Gr
 			if m, err = LoadLatest(ctx, s, table, r); err != nil {
 				return nil, err
 			}
+			cur = nil
 			continue
 		}
 		if errors.Is(err, ErrVersionNotFound) {
-			return m, nil
+			break
 		}
 		if err != nil {
 			return nil, err
 		}
-		aborted, err := abortedGroupMember(ctx, r, next)
-		if err != nil {
-			return nil, fmt.Errorf("table %q version %d: %w", table, next.Version, err)
+		aborted := false
+		if g := next.Txn.Op.Group; g != nil && r != nil {
+			ok, err := r.Committed(ctx, g.ID)
+			if err != nil {
+				return nil, fmt.Errorf("table %q version %d: %w", table, next.Version, err)
+			}
+			aborted = !ok
 		}
-		if aborted {
-			m = m.renumbered(next.Version)
-		} else {
-			m = next
+		if !aborted {
+			cur = next
+			continue
 		}
+		if cur != nil {
+			if m, err = cur.manifest(m); err != nil {
+				return nil, err
+			}
+			cur = nil
+		}
+		m = m.renumbered(next.Version)
 	}
+	if cur != nil {
+		return cur.manifest(m)
+	}
+	return m, nil
 }
 
 // expiredConflict is the retryable conflict of a transaction that met the tombstone of a
@@ -626,4 +751,34 @@ func LoadLatest(ctx context.Context, s store.Store, table string, r GroupResolve
 		return nil, &DroppedError{Table: table, Version: m.Version}
 	}
 	return m, nil
+}
+
+// backgroundPuts are Puts running on their own goroutines (Commit's staged objects when it
+// takes turns).
+type backgroundPuts struct {
+	done chan struct{}
+	err  error
+}
+
+// startPuts writes objs at once, each with Put.
+func startPuts(ctx context.Context, s store.Store, objs []store.Object) *backgroundPuts {
+	b := &backgroundPuts{done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		errs := make([]error, len(objs))
+		var wg sync.WaitGroup
+		for i, o := range objs {
+			wg.Go(func() { errs[i] = s.Put(ctx, o.Key, o.Data) })
+		}
+		wg.Wait()
+		b.err = errors.Join(errs...)
+	}()
+	return b
+}
+
+// wait returns once every Put has returned: nil when all succeeded (each durable where the
+// store promises durability).
+func (b *backgroundPuts) wait() error {
+	<-b.done
+	return b.err
 }

@@ -98,10 +98,36 @@ type Record struct {
 	Txn *Transaction
 	// Raw is the stored object's bytes (a manifest's, or a tombstone's).
 	Raw []byte
+
+	// lazy: read by loadTxnRecord, whose manifest is decoded on first use (manifest);
+	// Manifest is nil until then. Such records never leave this package undecoded.
+	lazy  bool
+	table string
 }
 
 // Expired reports whether the version expired (only its tombstone remains).
-func (r *Record) Expired() bool { return r.Manifest == nil }
+func (r *Record) Expired() bool { return r.Manifest == nil && !r.lazy }
+
+// manifest returns the record's manifest (nil for an expired version), decoding the whole
+// object on first use for a record read by loadTxnRecord. The decode takes the fragments
+// whose records are unchanged from base (nil: none), a manifest of an earlier version
+// (decodeManifestOn), and keeps the result's records for the next one. Errors:
+// DecodeManifest's.
+func (r *Record) manifest(base *Manifest) (*Manifest, error) {
+	if r.lazy {
+		m, err := decodeManifestOn(r.table, r.Version, ManifestKey(r.table, r.Version), r.Raw, base, true)
+		if err != nil {
+			return nil, err
+		}
+		if m.Txn.ID != r.TxnID {
+			// The same bytes decoded two ways: never differs unless a codec is broken.
+			return nil, &ObjectError{Table: r.table, Version: r.Version, Key: m.Key(),
+				Err: fmt.Errorf("%w: transaction %s decoded alone, %s with the manifest", ErrCorrupt, r.TxnID, m.Txn.ID)}
+		}
+		r.Manifest, r.Txn, r.lazy = m, &m.Txn, false
+	}
+	return r.Manifest, nil
+}
 
 // LoadRecord reads version v of table whether it is retained or expired (one GET).
 // Errors: ErrVersionNotFound (never committed, or deleted by a drop), ErrCorrupt /
@@ -127,6 +153,54 @@ func LoadRecord(ctx context.Context, s store.Store, table string, v uint64) (*Re
 		return nil, err
 	}
 	return &Record{Version: v, Manifest: m, TxnID: m.Txn.ID, Txn: &m.Txn, Raw: b}, nil
+}
+
+// loadTxnRecord is LoadRecord (one GET) that decodes only the transaction of a retained
+// version (decodeManifestTxn): the commit walk and CatchUp read every version committed
+// since their transaction's read version, but build on the newest alone, so only that one
+// is decoded whole (Record.manifest). The object's checksum, table and version are
+// verified as LoadRecord verifies them. Errors: LoadRecord's.
+func loadTxnRecord(ctx context.Context, s store.Store, table string, v uint64) (*Record, error) {
+	key := ManifestKey(table, v)
+	b, err := s.Get(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, &ObjectError{Table: table, Version: v, Key: key, Err: ErrVersionNotFound}
+	}
+	if err != nil {
+		return nil, &ObjectError{Table: table, Version: v, Key: key, Err: err}
+	}
+	if IsTombstone(b) {
+		t, err := decodeTombstone(table, v, key, b)
+		if t == nil {
+			return nil, err
+		}
+		return &Record{Version: v, TxnID: t.TxnID, Txn: t.Txn, Raw: b}, nil
+	}
+	m, whole, err := decodeManifestTxn(table, v, key, b)
+	if err != nil {
+		return nil, err
+	}
+	if whole {
+		return &Record{Version: v, Manifest: m, TxnID: m.Txn.ID, Txn: &m.Txn, Raw: b}, nil
+	}
+	return &Record{Version: v, TxnID: m.Txn.ID, Txn: &m.Txn, Raw: b, lazy: true, table: table}, nil
+}
+
+// LoadTransaction reads version v of table (one GET) and returns the transaction it
+// applied, decoding nothing else of a manifest (its fragments above all): for callers
+// that only need to know what a version did. An expired version's tombstone keeps the
+// transaction too. Errors: ErrVersionNotFound; ErrVersionExpired for a tombstone written
+// before tombstones kept transactions; ErrCorrupt / ErrFormatTooNew as *ObjectError
+// naming the key; store errors.
+func LoadTransaction(ctx context.Context, s store.Store, table string, v uint64) (*Transaction, error) {
+	r, err := loadTxnRecord(ctx, s, table, v)
+	if err != nil {
+		return nil, err
+	}
+	if r.Txn == nil {
+		return nil, &ObjectError{Table: table, Version: v, Key: ManifestKey(table, v), Err: expiredErr}
+	}
+	return r.Txn, nil
 }
 
 // Restore puts back the manifest of an expired version from the bytes it had (rec.Raw of

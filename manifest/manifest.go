@@ -60,6 +60,35 @@ type Manifest struct {
 	// content is the version whose content this manifest carries when it was renumbered
 	// (0: its own; not encoded).
 	content uint64
+	// records are the encoded bytes of each fragment record when this manifest was
+	// decoded or encoded by the commit path (nil otherwise), valid only while Fragments
+	// is the slice they were made with (recordsOf): a decode of a later version takes
+	// the fragments whose records are unchanged from here (fragRecords).
+	records   [][]byte
+	recordsOf *Fragment
+}
+
+// fragRecords are a manifest's fragments with their encoded records.
+type fragRecords struct {
+	frags []Fragment
+	recs  [][]byte
+}
+
+// fragRecords returns m's fragments with their records, or none when m (which may be
+// nil) has no records for its current Fragments (a copy whose Fragments were replaced).
+func (m *Manifest) fragRecords() fragRecords {
+	if m == nil || len(m.records) == 0 || len(m.records) != len(m.Fragments) || &m.Fragments[0] != m.recordsOf {
+		return fragRecords{}
+	}
+	return fragRecords{frags: m.Fragments, recs: m.records}
+}
+
+// setFragRecords records recs as the encoded records of m.Fragments.
+func (m *Manifest) setFragRecords(recs [][]byte) {
+	m.records, m.recordsOf = nil, nil
+	if len(recs) > 0 && len(recs) == len(m.Fragments) {
+		m.records, m.recordsOf = recs, &m.Fragments[0]
+	}
 }
 
 // IdempotencyRecord is one remembered keyed write.
@@ -192,12 +221,19 @@ func (m *Manifest) Encode() ([]byte, error) {
 // DecodeManifest decodes and verifies a manifest read from key, which must describe table
 // at version. Errors are *ObjectError wrapping ErrCorrupt or ErrFormatTooNew.
 func DecodeManifest(table string, version uint64, key string, b []byte) (*Manifest, error) {
+	return decodeManifestOn(table, version, key, b, nil, false)
+}
+
+// decodeManifestOn is DecodeManifest that takes the fragments whose records are unchanged
+// from base (nil: none; see cborReader.fragments), and with keep remembers m's fragment
+// records for later decodes (the commit path; the object's bytes stay referenced).
+func decodeManifestOn(table string, version uint64, key string, b []byte, base *Manifest, keep bool) (*Manifest, error) {
 	m := new(Manifest)
 	body, sum, err := checkFrameSum(magicManifest, b)
 	if err != nil {
 		return nil, &ObjectError{Table: table, Version: version, Key: key, Err: err}
 	}
-	if err := decodeManifestBody(body, m); err != nil {
+	if err := decodeManifestBodyOn(body, m, base, keep); err != nil {
 		return nil, &ObjectError{Table: table, Version: version, Key: key, Err: fmt.Errorf("%w: %v", ErrCorrupt, err)}
 	}
 	if m.Table != table || m.Version != version {
@@ -211,11 +247,34 @@ func DecodeManifest(table string, version uint64, key string, b []byte) (*Manife
 	return m, nil
 }
 
+// decodeManifestTxn verifies a manifest read from key as DecodeManifest does (frame,
+// checksum, table, version) and decodes its table, version, transaction and transaction
+// key only (decodeManifestTxnFast); whole reports a body that took the slow path and was
+// decoded whole instead. Errors: DecodeManifest's.
+func decodeManifestTxn(table string, version uint64, key string, b []byte) (m *Manifest, whole bool, err error) {
+	body, sum, err := checkFrameSum(magicManifest, b)
+	if err != nil {
+		return nil, false, &ObjectError{Table: table, Version: version, Key: key, Err: err}
+	}
+	m = new(Manifest)
+	if decodeManifestTxnFast(body, m) != nil {
+		m, err := DecodeManifest(table, version, key, b)
+		return m, true, err
+	}
+	if m.Table != table || m.Version != version {
+		return nil, false, &ObjectError{Table: table, Version: version, Key: key,
+			Err: fmt.Errorf("%w: object describes table %q version %d", ErrCorrupt, m.Table, m.Version)}
+	}
+	m.checksum, m.size = sum, int64(len(b))
+	return m, false, nil
+}
+
 // clone returns a deep enough copy to build a child version from: slices and maps that
 // Apply mutates are copied; data files are immutable and shared.
 func (m *Manifest) clone() *Manifest {
 	c := *m
 	c.Fragments = slices.Clone(m.Fragments)
+	c.records, c.recordsOf = nil, nil // Build changes the copy's fragments
 	c.Config = maps.Clone(m.Config)
 	if c.Config == nil {
 		c.Config = map[string]string{}
@@ -230,6 +289,7 @@ func (m *Manifest) clone() *Manifest {
 // keeps its parent's content).
 func (m *Manifest) renumbered(v uint64) *Manifest {
 	c := m.clone()
+	c.setFragRecords(m.fragRecords().recs) // the same fragments, in a new slice
 	c.content = m.ContentVersion()
 	c.Version = v
 	c.checksum, c.size = 0, 0

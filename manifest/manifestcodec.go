@@ -90,6 +90,14 @@ func init() {
 	if fragmentsField < 0 || len(manifestFields) > 64 {
 		manifestFast = false
 	}
+	for _, name := range []string{"Table", "Version", "Txn", "TxnKey"} {
+		i, ok := manifestFieldIndex[name]
+		if !ok {
+			manifestFast = false
+			continue
+		}
+		txnFields |= 1 << i
+	}
 }
 
 // isEmpty is the reflection codec's omitempty test for the kinds Manifest's omitempty
@@ -115,22 +123,42 @@ func isEmpty(v reflect.Value) bool {
 // encodeManifest returns m's framed encoding: frameBody of the reflection codec's bytes
 // for *m, the body written in place.
 func encodeManifest(m *Manifest) ([]byte, error) {
+	b, _, err := encodeManifestRecords(m, false)
+	return b, err
+}
+
+// encodeManifestRecords is encodeManifest that also returns, with records, the encoded
+// bytes of each fragment record (aliasing the returned object; nil on the reflection
+// codec's path): what fragRecords keeps for decodes that reuse fragments.
+func encodeManifestRecords(m *Manifest, records bool) ([]byte, [][]byte, error) {
 	if !manifestFast {
 		body, err := cborEnc.Marshal((*manifestNoCodec)(m))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return frameBody(magicManifest, body), nil
+		return frameBody(magicManifest, body), nil, nil
 	}
 	out := make([]byte, 10, 14+manifestSizeHint(m))
-	out, err := appendManifestBody(out, m)
+	var ends []int
+	if records {
+		ends = make([]int, 0, 2*len(m.Fragments))
+	}
+	out, err := appendManifestBody(out, m, &ends)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	copy(out, magicManifest[:])
 	binary.BigEndian.PutUint16(out[4:], FormatVersion)
 	binary.BigEndian.PutUint32(out[6:], uint32(len(out)-10))
-	return binary.BigEndian.AppendUint32(out, Checksum(out)), nil
+	out = binary.BigEndian.AppendUint32(out, Checksum(out))
+	var recs [][]byte
+	if records && m.Fragments != nil {
+		recs = make([][]byte, len(m.Fragments))
+		for i := range recs {
+			recs[i] = out[ends[2*i]:ends[2*i+1]:ends[2*i+1]]
+		}
+	}
+	return out, recs, nil
 }
 
 func manifestSizeHint(m *Manifest) int {
@@ -141,8 +169,9 @@ func manifestSizeHint(m *Manifest) int {
 	return hint
 }
 
-// appendManifestBody appends m's CBOR body to b (manifestFast only).
-func appendManifestBody(b []byte, m *Manifest) ([]byte, error) {
+// appendManifestBody appends m's CBOR body to b (manifestFast only); with spans, the
+// start and end offset in b of each fragment record are appended to *spans.
+func appendManifestBody(b []byte, m *Manifest, spans *[]int) ([]byte, error) {
 	v := reflect.ValueOf(m).Elem()
 	present := 0
 	for _, f := range manifestFields {
@@ -164,7 +193,11 @@ func appendManifestBody(b []byte, m *Manifest) ([]byte, error) {
 			}
 			b = appendHead(b, majorArray, uint64(len(m.Fragments)))
 			for j := range m.Fragments {
+				start := len(b)
 				b = appendFragment(b, &m.Fragments[j])
+				if spans != nil && *spans != nil {
+					*spans = append(*spans, start, len(b))
+				}
 			}
 			continue
 		}
@@ -180,14 +213,21 @@ func appendManifestBody(b []byte, m *Manifest) ([]byte, error) {
 // decodeManifestBody decodes a manifest's CBOR body into the zero Manifest *m. Errors:
 // the reflection decoder's, for a body it refuses.
 func decodeManifestBody(data []byte, m *Manifest) error {
-	if manifestFast && decodeManifestFast(data, m) == nil {
+	return decodeManifestBodyOn(data, m, nil, false)
+}
+
+// decodeManifestBodyOn is decodeManifestBody that takes each fragment record byte for
+// byte equal to one of base's (fragRecords) from base instead of decoding it, and with
+// keep sets m's fragment records (aliasing data). base may be nil.
+func decodeManifestBodyOn(data []byte, m *Manifest, base *Manifest, keep bool) error {
+	if manifestFast && decodeManifestFast(data, m, base, keep) == nil {
 		return nil
 	}
 	*m = Manifest{}
 	return cborDec.Unmarshal(data, (*manifestNoCodec)(m))
 }
 
-func decodeManifestFast(data []byte, m *Manifest) error {
+func decodeManifestFast(data []byte, m *Manifest, base *Manifest, keep bool) error {
 	r := cborReader{b: data}
 	n, err := r.mapHeader()
 	if err != nil {
@@ -207,9 +247,11 @@ func decodeManifestFast(data []byte, m *Manifest) error {
 		}
 		seen |= 1 << i
 		if i == fragmentsField {
-			if m.Fragments, err = r.fragments(); err != nil {
+			var recs [][]byte
+			if m.Fragments, recs, err = r.fragments(base.fragRecords(), keep); err != nil {
 				return err
 			}
+			m.setFragRecords(recs)
 			continue
 		}
 		start := r.off
@@ -226,24 +268,52 @@ func decodeManifestFast(data []byte, m *Manifest) error {
 	return nil
 }
 
-// fragments reads the Fragments value: null or an array of fragment records.
-func (r *cborReader) fragments() ([]Fragment, error) {
+// fragments reads the Fragments value: null or an array of fragment records. A record
+// that starts with the bytes of the next unmatched record of base (whose fragments and
+// their encoded records are given) is that record, since a CBOR item's length follows
+// from its bytes, so base's fragment is taken without decoding (fragments are immutable
+// and shared between versions, as Build shares them). Base's records are matched in
+// order: an append's versions share every earlier fragment; a fragment changed or
+// removed is stepped over. With keep, each record's bytes (aliasing r.b) are returned.
+func (r *cborReader) fragments(base fragRecords, keep bool) ([]Fragment, [][]byte, error) {
 	if r.off < len(r.b) && r.b[r.off] == 0xf6 {
 		r.off++
-		return nil, nil
+		return nil, nil, nil
 	}
 	n, err := r.arrayHeader()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make([]Fragment, 0, min(n, 4096))
+	var recs [][]byte
+	if keep {
+		recs = make([][]byte, 0, min(n, 4096))
+	}
+	bi := 0
 	for range n {
-		out = append(out, Fragment{})
-		if err := r.fragment(&out[len(out)-1]); err != nil {
-			return nil, err
+		start := r.off
+		if bi < len(base.recs) && bytes.HasPrefix(r.b[r.off:], base.recs[bi]) {
+			out = append(out, base.frags[bi])
+			r.off += len(base.recs[bi])
+			bi++
+		} else {
+			out = append(out, Fragment{})
+			f := &out[len(out)-1]
+			if err := r.fragment(f); err != nil {
+				return nil, nil, err
+			}
+			switch {
+			case bi < len(base.frags) && base.frags[bi].ID == f.ID:
+				bi++ // changed (a new deletion vector)
+			case bi+1 < len(base.frags) && base.frags[bi+1].ID == f.ID:
+				bi += 2 // the one before it was removed
+			}
+		}
+		if keep {
+			recs = append(recs, r.b[start:r.off:r.off])
 		}
 	}
-	return out, nil
+	return out, recs, nil
 }
 
 // maxSkipDepth bounds the nesting skip follows (the reflection decoder's default).
@@ -300,4 +370,55 @@ func (r *cborReader) skip(depth int) error {
 		return nil
 	}
 	return errSlowPath
+}
+
+// txnFields are the fields decodeManifestTxnFast decodes (bits of manifestFields
+// positions; set by init).
+var txnFields uint64
+
+// decodeManifestTxnFast decodes only Table, Version, Txn and TxnKey of a manifest body
+// into the zero Manifest *m, passing over other fields without decoding them, and stops
+// once it has the four: what the commit walk needs of a version it only reads past. In
+// the canonical key order they all come before Fragments (keys sort by length first), so
+// the fragments are never looked at; the caller has verified the whole object's checksum.
+// errSlowPath: a body the fast reader does not take (the caller decodes the whole body).
+func decodeManifestTxnFast(data []byte, m *Manifest) error {
+	if !manifestFast {
+		return errSlowPath
+	}
+	r := cborReader{b: data}
+	n, err := r.mapHeader()
+	if err != nil {
+		return errSlowPath
+	}
+	v := reflect.ValueOf(m).Elem()
+	var seen uint64
+	for range n {
+		major, kl, err := r.head()
+		if err != nil || major != majorText || kl > uint64(len(data)-r.off) {
+			return errSlowPath
+		}
+		i, ok := manifestFieldIndex[string(data[r.off:r.off+int(kl)])]
+		r.off += int(kl)
+		if !ok || seen&(1<<i) != 0 {
+			return errSlowPath
+		}
+		seen |= 1 << i
+		start := r.off
+		if err := r.skip(0); err != nil {
+			return errSlowPath
+		}
+		if txnFields&(1<<i) != 0 {
+			if err := cborDec.Unmarshal(data[start:r.off], v.Field(manifestFields[i].index).Addr().Interface()); err != nil {
+				return errSlowPath
+			}
+			if seen&txnFields == txnFields {
+				return nil
+			}
+		}
+	}
+	if r.off != len(data) {
+		return errSlowPath
+	}
+	return nil
 }

@@ -39,7 +39,8 @@ import (
 )
 
 // Retry budget of a publish that keeps losing its guarded write to concurrent writers:
-// attempts, and the jittered backoff between them (full jitter, doubling up to the cap).
+// attempts, and the jittered backoff between them (full jitter, doubling up to the cap;
+// a publish of fast-forwards alone decides again at once, see publishDetailed).
 const (
 	maxAttempts    = 20
 	backoffBase    = time.Millisecond
@@ -533,6 +534,14 @@ func (c *Catalog) publishDetailed(ctx context.Context, op string, updates []Upda
 		if attempt >= maxAttempts {
 			break
 		}
+		if guard == nil && fastForwardOnly(updates) {
+			// A lost compare means another write moved a pointer, and a fast-forward
+			// pointer only moves up: each loss brings the goal closer (met once the
+			// pointer reaches our version), so the next decision is made at once, on the
+			// pointers the Else branch returned. Sleeping would only hold a writer whose
+			// version is already published behind a backoff.
+			continue
+		}
 		if err := sleepJitter(ctx, backoff); err != nil {
 			break // out of time: decide once more below
 		}
@@ -556,6 +565,16 @@ func (c *Catalog) publishDetailed(ctx context.Context, op string, updates []Upda
 		return nil, nil, fail(fmt.Errorf("%w: %w", ErrContended, cerr))
 	}
 	return nil, nil, fail(fmt.Errorf("%w after %d attempts", ErrContended, maxAttempts))
+}
+
+// fastForwardOnly reports whether every update is a fast-forward.
+func fastForwardOnly(updates []Update) bool {
+	for _, u := range updates {
+		if u.Mode != FastForward && u.Mode != FastForwardExisting {
+			return false
+		}
+	}
+	return true
 }
 
 // versionsOf lists the pointer versions of states (0 for absent).
