@@ -130,6 +130,11 @@ func (t *tableWriter) Write(rec arrow.RecordBatch) error {
 		}
 		t.rows++
 		if !t.flushed {
+			// A string cell may point into rec's memory, which a scan reuses once rec
+			// is released: keep copies of the rows held back for the widths.
+			for c := range row {
+				row[c] = strings.Clone(row[c])
+			}
 			t.pending = append(t.pending, row)
 			if len(t.pending) >= tableSampleRows {
 				t.flushHead()
