@@ -5,6 +5,7 @@ package turn
 import (
 	"context"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -101,5 +102,36 @@ func TestRemovedLockFileIsTakenAgain(t *testing.T) {
 	bad := New("/proc/no-such-dir/turns")
 	if _, had := bad.Take(ctx, "t"); had {
 		t.Fatal("had a turn without a lock file")
+	}
+}
+
+// TestTimedOutWaitsLeaveNothingBehind: waits that give up on a stuck holder leave no
+// descriptor and no goroutine behind (a holder paused for hours must not make the other
+// writers pile up threads and files, one per timed-out wait).
+func TestTimedOutWaitsLeaveNothingBehind(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	stuck, had := New(dir).Take(ctx, "t")
+	if !had {
+		t.Fatal("no turn")
+	}
+	defer stuck()
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skipf("no /proc/self/fd: %v", err)
+		}
+		return len(ents)
+	}
+	l := New(dir)
+	l.Wait, l.Skip = 2*time.Millisecond, time.Nanosecond // wait, and time out, every time
+	fd0, g0 := fds(), runtime.NumGoroutine()
+	for range 50 {
+		if _, had := l.Take(ctx, "t"); had {
+			t.Fatal("had the turn a stuck holder holds")
+		}
+	}
+	if fd1, g1 := fds(), runtime.NumGoroutine(); fd1 > fd0 || g1 > g0 {
+		t.Fatalf("after 50 timed-out waits: %d open descriptors (was %d), %d goroutines (was %d)", fd1, fd0, g1, g0)
 	}
 }

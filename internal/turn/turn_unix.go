@@ -27,7 +27,8 @@ func take(ctx context.Context, dir, path string, wait time.Duration) (release fu
 			var abandoned bool
 			abandoned, timedOut, err = waitLock(ctx, f, wait)
 			if abandoned {
-				return nil, false, timedOut // f is closed by waitLock's goroutine
+				f.Close()
+				return nil, false, timedOut
 			}
 		}
 		if err != nil {
@@ -55,27 +56,38 @@ func open(dir, path string) (*os.File, error) {
 	return f, err
 }
 
-// waitLock waits up to wait (or until ctx ends) for a blocking flock of f: the flock's
-// result, or abandoned (timedOut: the wait ran out, not ctx). An abandoned flock is left
-// to a goroutine that closes f, so the lock is let go the moment it is had.
+// waitLock waits up to wait (or until ctx ends) for the flock of f, trying it without
+// blocking at growing intervals (20 µs doubling to pollMax): the flock's result, or
+// abandoned (timedOut: the wait ran out, not ctx; the caller closes f). A blocking
+// flock(2) cannot be cancelled, so a wait that gave up would leave a goroutine, an OS
+// thread and a descriptor behind for as long as the holder keeps the lock: a holder
+// paused for hours would make every other writer pile them up. Polling leaves nothing.
 func waitLock(ctx context.Context, f *os.File, wait time.Duration) (abandoned, timedOut bool, err error) {
-	done := make(chan error, 1)
-	go func() { done <- syscall.Flock(int(f.Fd()), syscall.LOCK_EX) }()
-	t := time.NewTimer(wait)
+	deadline := time.Now().Add(wait)
+	t := time.NewTimer(0)
 	defer t.Stop()
-	select {
-	case err := <-done:
-		return false, false, err
-	case <-t.C:
-		timedOut = true
-	case <-ctx.Done():
+	<-t.C
+	for d := 20 * time.Microsecond; ; d = min(2*d, pollMax) {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return true, true, nil
+		}
+		t.Reset(min(d, left))
+		select {
+		case <-ctx.Done():
+			return true, false, nil
+		case <-t.C:
+		}
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return false, false, err
+		}
 	}
-	go func() {
-		<-done
-		f.Close()
-	}()
-	return true, timedOut, nil
 }
+
+// pollMax is the longest interval between two tries of a busy turn: a commit holds the
+// turn for a few milliseconds, so a waiter comes in at most this late.
+const pollMax = 200 * time.Microsecond
 
 // sameFile reports whether f is still the file at path.
 func sameFile(f *os.File, path string) bool {
