@@ -281,8 +281,9 @@ func TestInProcess(t *testing.T) {
 	if info, ok := readEndpoint(l); !ok || info.PID != os.Getpid() {
 		t.Fatalf("endpoint file %+v ok=%v, want this process", info, ok)
 	}
-	if _, err := Connect(ctx, Config{StateDir: dir, InProcess: true}); !errors.Is(err, ErrStateDirBusy) {
-		t.Fatalf("second InProcess Connect: %v, want ErrStateDirBusy", err)
+	if _, err := Connect(ctx, Config{StateDir: dir, InProcess: true}); !errors.Is(err, ErrStateDirBusy) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("served by pid %d", os.Getpid())) {
+		t.Fatalf("second InProcess Connect: %v, want ErrStateDirBusy naming the serving pid", err)
 	}
 	shared, err := Connect(ctx, Config{StateDir: dir})
 	if err != nil {

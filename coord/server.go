@@ -80,7 +80,12 @@ type server struct {
 func openServer(ctx context.Context, l layout) (*server, error) {
 	owner, err := tryLock(l.serverLock)
 	if errors.Is(err, errLocked) {
-		return nil, fmt.Errorf("%w: %s", ErrStateDirBusy, l.root)
+		who := "another process"
+		if info, ok := readEndpoint(l); ok && info.PID > 0 {
+			who = fmt.Sprintf("pid %d", info.PID)
+		}
+		return nil, fmt.Errorf("%w: %s is served by %s (a background server of the shale command stops after %s without clients, %s sets it; or connect to it without InProcess)",
+			ErrStateDirBusy, l.root, who, DefaultIdle, EnvIdle)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrEmbedded, err)
