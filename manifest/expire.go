@@ -133,20 +133,12 @@ func (r *Record) manifest(base *Manifest) (*Manifest, error) {
 // Errors: ErrVersionNotFound (never committed, or deleted by a drop), ErrCorrupt /
 // ErrFormatTooNew as *ObjectError naming the key, store errors.
 func LoadRecord(ctx context.Context, s store.Store, table string, v uint64) (*Record, error) {
-	key := ManifestKey(table, v)
-	b, err := s.Get(ctx, key)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, &ObjectError{Table: table, Version: v, Key: key, Err: ErrVersionNotFound}
-	}
+	key, b, err := getVersion(ctx, s, table, v)
 	if err != nil {
-		return nil, &ObjectError{Table: table, Version: v, Key: key, Err: err}
+		return nil, err
 	}
 	if IsTombstone(b) {
-		t, err := decodeTombstone(table, v, key, b)
-		if t == nil {
-			return nil, err
-		}
-		return &Record{Version: v, TxnID: t.TxnID, Txn: t.Txn, Raw: b}, nil
+		return tombstoneRecord(table, v, key, b)
 	}
 	m, err := DecodeManifest(table, v, key, b)
 	if err != nil {
@@ -161,20 +153,12 @@ func LoadRecord(ctx context.Context, s store.Store, table string, v uint64) (*Re
 // is decoded whole (Record.manifest). The object's checksum, table and version are
 // verified as LoadRecord verifies them. Errors: LoadRecord's.
 func loadTxnRecord(ctx context.Context, s store.Store, table string, v uint64) (*Record, error) {
-	key := ManifestKey(table, v)
-	b, err := s.Get(ctx, key)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, &ObjectError{Table: table, Version: v, Key: key, Err: ErrVersionNotFound}
-	}
+	key, b, err := getVersion(ctx, s, table, v)
 	if err != nil {
-		return nil, &ObjectError{Table: table, Version: v, Key: key, Err: err}
+		return nil, err
 	}
 	if IsTombstone(b) {
-		t, err := decodeTombstone(table, v, key, b)
-		if t == nil {
-			return nil, err
-		}
-		return &Record{Version: v, TxnID: t.TxnID, Txn: t.Txn, Raw: b}, nil
+		return tombstoneRecord(table, v, key, b)
 	}
 	m, whole, err := decodeManifestTxn(table, v, key, b)
 	if err != nil {
@@ -221,3 +205,13 @@ func Restore(ctx context.Context, s store.Store, rec *Record) error {
 
 // expiredErr matches both ErrVersionExpired and ErrVersionNotFound.
 var expiredErr = fmt.Errorf("%w (%w)", ErrVersionExpired, ErrVersionNotFound)
+
+// tombstoneRecord is the Record of expired version v, whose object b (at key) is a
+// tombstone. Errors: decodeTombstone's.
+func tombstoneRecord(table string, v uint64, key string, b []byte) (*Record, error) {
+	t, err := decodeTombstone(table, v, key, b)
+	if t == nil {
+		return nil, err
+	}
+	return &Record{Version: v, TxnID: t.TxnID, Txn: t.Txn, Raw: b}, nil
+}

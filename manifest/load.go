@@ -19,13 +19,9 @@ var ErrVersionNotFound = errors.New("version not found")
 // ErrVersionExpired (which also matches ErrVersionNotFound), ErrCorrupt / ErrFormatTooNew
 // (as *ObjectError naming the key), store errors.
 func Load(ctx context.Context, s store.Store, table string, v uint64) (*Manifest, error) {
-	key := ManifestKey(table, v)
-	b, err := s.Get(ctx, key)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, &ObjectError{Table: table, Version: v, Key: key, Err: ErrVersionNotFound}
-	}
+	key, b, err := getVersion(ctx, s, table, v)
 	if err != nil {
-		return nil, &ObjectError{Table: table, Version: v, Key: key, Err: err}
+		return nil, err
 	}
 	if IsTombstone(b) {
 		_, err := decodeTombstone(table, v, key, b)
@@ -113,4 +109,18 @@ func Tables(ctx context.Context, s store.Store) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// getVersion reads the object of version v of table (one GET) and returns its key and
+// bytes. Errors, as *ObjectError naming the key: ErrVersionNotFound, store errors.
+func getVersion(ctx context.Context, s store.Store, table string, v uint64) (string, []byte, error) {
+	key := ManifestKey(table, v)
+	b, err := s.Get(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return key, nil, &ObjectError{Table: table, Version: v, Key: key, Err: ErrVersionNotFound}
+	}
+	if err != nil {
+		return key, nil, &ObjectError{Table: table, Version: v, Key: key, Err: err}
+	}
+	return key, b, nil
 }

@@ -236,16 +236,10 @@ func decodeManifestFast(data []byte, m *Manifest, base *Manifest, keep bool) err
 	v := reflect.ValueOf(m).Elem()
 	var seen uint64
 	for range n {
-		major, kl, err := r.head()
-		if err != nil || major != majorText || kl > uint64(len(data)-r.off) {
-			return errSlowPath
+		i, err := r.manifestField(&seen)
+		if err != nil {
+			return err
 		}
-		i, ok := manifestFieldIndex[string(data[r.off:r.off+int(kl)])]
-		r.off += int(kl)
-		if !ok || seen&(1<<i) != 0 {
-			return errSlowPath
-		}
-		seen |= 1 << i
 		if i == fragmentsField {
 			var recs [][]byte
 			if m.Fragments, recs, err = r.fragments(base.fragRecords(), keep); err != nil {
@@ -266,6 +260,23 @@ func decodeManifestFast(data []byte, m *Manifest, base *Manifest, keep bool) err
 		return errSlowPath
 	}
 	return nil
+}
+
+// manifestField reads the next key of the manifest body's map and returns its field index
+// in manifestFields, marking it in seen. errSlowPath: a key that is not text, not a field
+// the fast reader knows, or one seen before (the caller decodes the whole body instead).
+func (r *cborReader) manifestField(seen *uint64) (int, error) {
+	major, kl, err := r.head()
+	if err != nil || major != majorText || kl > uint64(len(r.b)-r.off) {
+		return 0, errSlowPath
+	}
+	i, ok := manifestFieldIndex[string(r.b[r.off:r.off+int(kl)])]
+	r.off += int(kl)
+	if !ok || *seen&(1<<i) != 0 {
+		return 0, errSlowPath
+	}
+	*seen |= 1 << i
+	return i, nil
 }
 
 // fragments reads the Fragments value: null or an array of fragment records. A record
@@ -394,16 +405,10 @@ func decodeManifestTxnFast(data []byte, m *Manifest) error {
 	v := reflect.ValueOf(m).Elem()
 	var seen uint64
 	for range n {
-		major, kl, err := r.head()
-		if err != nil || major != majorText || kl > uint64(len(data)-r.off) {
-			return errSlowPath
+		i, err := r.manifestField(&seen)
+		if err != nil {
+			return err
 		}
-		i, ok := manifestFieldIndex[string(data[r.off:r.off+int(kl)])]
-		r.off += int(kl)
-		if !ok || seen&(1<<i) != 0 {
-			return errSlowPath
-		}
-		seen |= 1 << i
 		start := r.off
 		if err := r.skip(0); err != nil {
 			return errSlowPath
