@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	stdcsv "encoding/csv"
 	"fmt"
 	"os"
@@ -12,9 +11,9 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/shale-db/shale/internal/flightstest"
 )
 
 // asJSONLines renders records as 'shale query --format json' does.
@@ -53,30 +52,7 @@ func sameFields(a, b *arrow.Schema) bool {
 // readParquet reads a whole Parquet file with pqarrow, as another tool would.
 func readParquet(t *testing.T, data []byte) (*arrow.Schema, []arrow.RecordBatch) {
 	t.Helper()
-	pr, err := file.NewParquetReader(bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pr.Close()
-	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: 1000}, memory.DefaultAllocator)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rr, err := fr.GetRecordReader(context.Background(), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rr.Release()
-	var recs []arrow.RecordBatch
-	for rr.Next() {
-		r := rr.RecordBatch()
-		r.Retain()
-		recs = append(recs, r)
-	}
-	if err := rr.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return rr.Schema(), recs
+	return flightstest.ReadParquet(t, bytes.NewReader(data), pqarrow.ArrowReadProperties{BatchSize: 1000})
 }
 
 // readArrowFile reads an Arrow IPC file (random access, footer) with ipc.FileReader.

@@ -1,7 +1,7 @@
 // Package flightstest reads the bundled U.S. flights data (testdata/flights-3m.parquet:
 // 3,000,000 rows of date timestamp[us], delay and distance int64, origin and destination
-// large_string) for tests and benchmarks, so that each package's tests need not carry
-// their own Parquet reader.
+// large_string) for tests and benchmarks, and any Parquet file as another tool would read
+// it (ReadParquet), so that each package's tests need not carry their own Parquet reader.
 package flightstest
 
 import (
@@ -12,6 +12,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
@@ -90,5 +91,40 @@ func Batches(t testing.TB, rows, batchRows int) (*arrow.Schema, []arrow.RecordBa
 			r.Release()
 		}
 	})
+	return rdr.Schema(), out
+}
+
+// ReadParquet reads the whole Parquet file r with pqarrow and props (its batch size,
+// parallel column reads; no other change of method), as another tool would: the file's
+// schema and its batches in file order, released when t ends. Errors fail t.
+func ReadParquet(t testing.TB, r parquet.ReaderAtSeeker, props pqarrow.ArrowReadProperties) (*arrow.Schema, []arrow.RecordBatch) {
+	t.Helper()
+	pf, err := file.NewParquetReader(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr, err := pqarrow.NewFileReader(pf, props, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdr, err := fr.GetRecordReader(context.Background(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdr.Release()
+	var out []arrow.RecordBatch
+	t.Cleanup(func() {
+		for _, rec := range out {
+			rec.Release()
+		}
+	})
+	for rdr.Next() {
+		rec := rdr.RecordBatch()
+		rec.Retain()
+		out = append(out, rec)
+	}
+	if err := rdr.Err(); err != nil {
+		t.Fatal(err)
+	}
 	return rdr.Schema(), out
 }

@@ -24,34 +24,7 @@ import (
 // before this package: the reference every read here must equal.
 func plainBatches(t *testing.T, r parquet.ReaderAtSeeker, batchRows int64) (*arrow.Schema, []arrow.RecordBatch) {
 	t.Helper()
-	pr, err := file.NewParquetReader(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: batchRows, Parallel: true}, memory.DefaultAllocator)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rr, err := fr.GetRecordReader(context.Background(), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rr.Release()
-	var out []arrow.RecordBatch
-	for rr.Next() {
-		rec := rr.RecordBatch()
-		rec.Retain()
-		out = append(out, rec)
-	}
-	if err := rr.Err(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, rec := range out {
-			rec.Release()
-		}
-	})
-	return rr.Schema(), out
+	return flightstest.ReadParquet(t, r, pqarrow.ArrowReadProperties{BatchSize: batchRows, Parallel: true})
 }
 
 // compare reads r with Open (through a checked allocator: every buffer is released by the
