@@ -120,13 +120,6 @@ func appendText(b []byte, s string) []byte {
 	return append(appendHead(b, majorText, uint64(len(s))), s...)
 }
 
-func appendBool(b []byte, v bool) []byte {
-	if v {
-		return append(b, 0xf5)
-	}
-	return append(b, 0xf4)
-}
-
 // appendFloat writes the shortest float (half, single, double) that holds v exactly, NaN
 // as f97e00 and infinities as half floats: the core deterministic encoding.
 func appendFloat(b []byte, v float64) []byte {

@@ -130,9 +130,6 @@ func totalBatches(t *engine.Table) int {
 	return n
 }
 
-// batchesNoun is "1 record batch", "46 record batches".
-func batchesNoun(n int) string { return thousands(int64(n)) + " record " + batchNoun(n) }
-
 // costLine says what a scan read (of total record batches) and took.
 func (c scanCost) costLine(total int) string {
 	return fmt.Sprintf("%s of %d batches, %s, %s, %s", thousands(int64(c.plan.BatchesRead)), total,

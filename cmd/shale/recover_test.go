@@ -1,14 +1,9 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/shale-db/shale/coord"
 )
 
 // TestRecoverActsAtOnceWhenTheHolderExited: a compaction killed (SIGKILL) after its
@@ -68,32 +63,4 @@ func TestRecoverRollBackSaysWhatItCommitted(t *testing.T) {
 	}
 	e.ok("verify", tbl)
 	e.fails(1, []string{"table not found", "nosuch_recover"}, "recover", "nosuch_recover")
-}
-
-// expireHolds revokes the leases of the catalog holds on table in the env's etcd, as
-// their expiry one TTL after a killed holder's last keep-alive would.
-func (e *env) expireHolds(table string) {
-	e.t.Helper()
-	ctx := context.Background()
-	c, err := coord.Connect(ctx, coord.Config{StateDir: e.home})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer c.Close()
-	r, err := c.Etcd().Get(ctx, "/shale/", clientv3.WithPrefix())
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	n := 0
-	for _, kv := range r.Kvs {
-		if strings.Contains(string(kv.Key), "/holds/"+table+"/") && kv.Lease != 0 {
-			if _, err := c.Etcd().Revoke(ctx, clientv3.LeaseID(kv.Lease)); err != nil {
-				e.t.Fatal(err)
-			}
-			n++
-		}
-	}
-	if n == 0 {
-		e.t.Fatalf("no hold on %s to expire", table)
-	}
 }
