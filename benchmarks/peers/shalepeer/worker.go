@@ -373,6 +373,9 @@ type queryArgs struct {
 	Mode string `json:"mode"`
 	// Cold opens a new DB (empty index cache) and the table, untimed, before the scan.
 	Cold bool `json:"cold"`
+	// Table scans another table of the worker's store (one import made), opened untimed;
+	// "" = the prepared table.
+	Table string `json:"table"`
 }
 
 type queryResult struct {
@@ -396,14 +399,21 @@ func (w *worker) query(ctx context.Context, a queryArgs) (*queryResult, error) {
 		return nil, fmt.Errorf("query: unknown mode %q (want planner, force, noindex, fullscan)", a.Mode)
 	}
 	res := &queryResult{}
-	tbl := w.tbl
+	tbl, name := w.tbl, w.table
+	if a.Table != "" && a.Table != w.table {
+		t, err := w.db.OpenTable(ctx, a.Table)
+		if err != nil {
+			return nil, err
+		}
+		tbl, name = t, a.Table
+	}
 	if a.Cold {
 		before := w.st.Counters().Snapshot()
 		db, err := engine.Open(ctx, w.st, w.opts)
 		if err != nil {
 			return nil, err
 		}
-		if tbl, err = db.OpenTable(ctx, w.table); err != nil {
+		if tbl, err = db.OpenTable(ctx, name); err != nil {
 			return nil, err
 		}
 		res.OpenRequests = map[string]int64{}
@@ -432,6 +442,9 @@ func (w *worker) query(ctx context.Context, a queryArgs) (*queryResult, error) {
 type importArgs struct {
 	Data  string `json:"data"`  // Parquet file (import)
 	Table string `json:"table"` // the table to create (import) or drop (drop_table)
+	// Config is table configuration set (UpdateConfig, one more commit) between the
+	// create and the append, e.g. {"shale.write.compression": "lz4"} (import).
+	Config map[string]string `json:"config"`
 }
 
 type importResult struct {
@@ -463,6 +476,11 @@ func (w *worker) importParquet(ctx context.Context, a importArgs) (*importResult
 		tbl, err := w.db.CreateTable(ctx, a.Table, arrow.NewSchema(rr.Schema().Fields(), nil))
 		if err != nil {
 			return err
+		}
+		if len(a.Config) > 0 {
+			if _, err := tbl.UpdateConfig(ctx, a.Config, nil); err != nil {
+				return err
+			}
 		}
 		_, err = tbl.Append(ctx, rr)
 		return err
