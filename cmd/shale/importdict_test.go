@@ -373,3 +373,84 @@ func TestImportNestedDictionary(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeDictionaries: decodeDictionaries turns top-level dictionaries of strings and
+// bools (bool values go through take, not the cast) into their values, nulls from the
+// indices and from the dictionary both kept, batch after batch; a column named in keep
+// and a dictionary in a struct stay as they are; the decoded arrays are released.
+func TestDecodeDictionaries(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	js := func(dt arrow.DataType, s string) arrow.Array {
+		a, _, err := array.FromJSON(memory.DefaultAllocator, dt, strings.NewReader(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	dict := func(values arrow.Array, indices string) arrow.Array {
+		idx := js(arrow.PrimitiveTypes.Int8, indices)
+		defer idx.Release()
+		return array.NewDictionaryArray(&arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int8, ValueType: values.DataType()}, idx, values)
+	}
+	strs := js(arrow.BinaryTypes.String, `["SEA", null, "LAX"]`)
+	defer strs.Release()
+	bools := js(arrow.FixedWidthTypes.Boolean, `[true, null, false]`)
+	defer bools.Release()
+	s, b, k := dict(strs, `[0, 1, null, 2, 0]`), dict(bools, `[2, null, 1, 0, 0]`), dict(strs, `[2, 2, 2, 2, 2]`)
+	defer s.Release()
+	defer b.Release()
+	defer k.Release()
+	nested, err := array.NewStructArray([]arrow.Array{s}, []string{"s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nested.Release()
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "s", Type: s.DataType(), Nullable: true},
+		{Name: "b", Type: b.DataType(), Nullable: true},
+		{Name: "k", Type: k.DataType(), Nullable: true},
+		{Name: "nested", Type: nested.DataType(), Nullable: true},
+	}, nil)
+	rec := array.NewRecordBatch(schema, []arrow.Array{s, b, k, nested}, 5)
+	defer rec.Release()
+	in, err := array.NewRecordReader(schema, []arrow.RecordBatch{rec, rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := decodeDictionaries(context.Background(), in, []string{"k"}, mem)
+	defer r.Release()
+	wantS := js(arrow.BinaryTypes.String, `["SEA", null, null, "LAX", "SEA"]`)
+	defer wantS.Release()
+	wantB := js(arrow.FixedWidthTypes.Boolean, `[false, null, null, true, true]`)
+	defer wantB.Release()
+	want := []arrow.Array{wantS, wantB, k, nested}
+	var types []string
+	for _, f := range r.Schema().Fields() {
+		types = append(types, f.Type.String())
+	}
+	if got := strings.Join(types, " | "); got != "utf8 | bool | "+k.DataType().String()+" | "+nested.DataType().String() {
+		t.Fatalf("schema %s", got)
+	}
+	n := 0
+	for ; r.Next(); n++ {
+		for c, col := range r.RecordBatch().Columns() {
+			if !array.Equal(col, want[c]) {
+				t.Fatalf("batch %d column %s: %v, want %v", n, schema.Field(c).Name, col, want[c])
+			}
+		}
+	}
+	if err := r.Err(); err != nil || n != 2 {
+		t.Fatalf("%d batches, err %v", n, err)
+	}
+
+	// Nothing to decode: the reader itself.
+	plain, err := array.NewRecordReader(schema, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Release()
+	if got := decodeDictionaries(context.Background(), plain, []string{"s", "b", "k"}, mem); got != plain {
+		t.Fatal("a reader with every dictionary kept was wrapped")
+	}
+}

@@ -462,11 +462,12 @@ func dictionaryColumns(table *arrow.Schema) []string {
 
 // decodeDictionaries presents the top-level dictionary columns of r (pandas categoricals,
 // dictionary_encode; filters do not take dictionaries) as their value types, with
-// arrow-go's cast: the value each index selects, null where the index or that value is
-// null. Columns named in keep stay dictionaries, and so do those of a value type the cast
-// cannot unpack (bool, nested types), and dictionaries inside a struct or list. Casts
-// allocate from mem; a failed one ends Next, its error (naming the column) from Err. With
-// no column to decode, r is returned as it is.
+// arrow-go's cast (its take for bool values, which the cast does not unpack): the value
+// each index selects, null where the index or that value is null. Columns named in keep
+// stay dictionaries, and so do those of other value types the cast cannot unpack (nested
+// types), and dictionaries inside a struct or list. Decoded arrays are allocated from
+// mem; a failed decode ends Next, its error (naming the column) from Err. With no column
+// to decode, r is returned as it is.
 func decodeDictionaries(ctx context.Context, r array.RecordReader, keep []string, mem memory.Allocator) array.RecordReader {
 	in := r.Schema()
 	fields := in.Fields()
@@ -474,7 +475,7 @@ func decodeDictionaries(ctx context.Context, r array.RecordReader, keep []string
 	some := false
 	for i, f := range fields {
 		dt, ok := f.Type.(*arrow.DictionaryType)
-		if !ok || slices.Contains(keep, f.Name) || !compute.CanCast(dt, dt.ValueType) {
+		if !ok || slices.Contains(keep, f.Name) || !compute.CanCast(dt, dt.ValueType) && dt.ValueType.ID() != arrow.BOOL {
 			continue
 		}
 		fields[i].Type = dt.ValueType
@@ -522,7 +523,13 @@ func (r *dictDecoder) Next() bool {
 			continue
 		}
 		f := r.schema.Field(i)
-		out, err := compute.CastArray(r.ctx, c, compute.SafeCastOptions(f.Type))
+		var out arrow.Array
+		var err error
+		if d := c.(*array.Dictionary); f.Type.ID() == arrow.BOOL {
+			out, err = compute.TakeArray(r.ctx, d.Dictionary(), d.Indices())
+		} else {
+			out, err = compute.CastArray(r.ctx, c, compute.SafeCastOptions(f.Type))
+		}
 		if err != nil {
 			r.err = fmt.Errorf("column %q: decode %s to %s: %w", f.Name, c.DataType(), f.Type, err)
 			return false
