@@ -67,7 +67,10 @@ existing table's column types are used otherwise. Integers are never inferred as
 when that would lose digits: a CSV column holding an integer outside int64's range
 (-9223372036854775808 to 9223372036854775807) is typed string, keeping every digit, and
 such a JSON number is refused, naming its line and key (quote it to import it as a
-string).
+string). A top-level Parquet or Arrow IPC column of an Arrow dictionary type (a pandas
+categorical) is stored as its value type with its nulls (dictionary<values=string> as
+string, which filters take), except when appended to a table column that is a
+dictionary already.
 
 A missing table is created with the file's schema; an existing one gets the rows
 appended (the file must have the table's columns and types, else nothing is committed).

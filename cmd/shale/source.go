@@ -9,11 +9,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/csv"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -172,11 +174,12 @@ func openSource(ctx context.Context, path, format, table string, want *arrow.Sch
 		s.closers = append(s.closers, func() { f.Close() })
 	}
 	var err error
+	keep := dictionaryColumns(want)
 	switch format {
 	case formatParquet:
-		err = s.openParquet(ctx)
+		err = s.openParquet(ctx, keep)
 	case formatArrow:
-		err = s.openArrow(mem)
+		err = s.openArrow(ctx, keep, mem)
 	case formatCSV:
 		err = s.openCSV(table, want, ',', mem)
 	case formatTSV:
@@ -200,28 +203,33 @@ func (s *source) inputError(err error) error {
 	return fmt.Errorf("%w %s as %s: %v", ErrInput, s.path, s.format, err)
 }
 
-// openParquet reads the file with internal/pqinput. Its batches come from the reader's
-// own allocator, which reuses the buffers of batches released after encoding (not from
-// openSource's mem).
-func (s *source) openParquet(ctx context.Context) error {
-	r, err := pqinput.Open(ctx, s.file, pqinput.Options{BatchRows: importBatchRows})
+// openParquet reads the file with internal/pqinput, which reads top-level dictionary
+// columns as their value types but those named in keep (as decodeDictionaries does for
+// Arrow IPC). Its batches come from the reader's own allocator, which reuses the buffers
+// of batches released after encoding (not from openSource's mem).
+func (s *source) openParquet(ctx context.Context, keep []string) error {
+	r, err := pqinput.Open(ctx, s.file, pqinput.Options{BatchRows: importBatchRows, KeepDictionaries: keep})
 	if err != nil {
 		return s.inputError(err)
 	}
 	s.closers = append(s.closers, r.Release)
 	s.rows = r.NumRows()
-	s.rdr = stripMetadata(r)
+	// pqinput decodes dictionaries of strings and binaries, the only ones pqarrow reads
+	// as dictionaries; decodeDictionaries takes any other.
+	s.rdr = decodeDictionaries(ctx, stripMetadata(r), keep, memory.DefaultAllocator)
 	return nil
 }
 
-func (s *source) openArrow(mem memory.Allocator) error {
+// openArrow reads an Arrow IPC file or stream, its top-level dictionary columns but
+// those named in keep decoded to their value types (decodeDictionaries).
+func (s *source) openArrow(ctx context.Context, keep []string, mem memory.Allocator) error {
 	if s.stream != nil { // standard input, not the file format (openStdin spools that)
 		r, err := ipc.NewReader(s.file, ipc.WithAllocator(mem))
 		if err != nil {
 			return s.inputError(fmt.Errorf("not an Arrow IPC stream: %v", err))
 		}
 		s.closers = append(s.closers, r.Release)
-		s.rdr = stripMetadata(r)
+		s.rdr = decodeDictionaries(ctx, stripMetadata(r), keep, mem)
 		return nil
 	}
 	magic := make([]byte, 6)
@@ -234,7 +242,7 @@ func (s *source) openArrow(mem memory.Allocator) error {
 			return s.inputError(err)
 		}
 		s.closers = append(s.closers, func() { fr.Close() })
-		s.rdr = stripMetadata(&ipcFileReader{fr: fr})
+		s.rdr = decodeDictionaries(ctx, stripMetadata(&ipcFileReader{fr: fr}), keep, mem)
 		return nil
 	}
 	r, err := ipc.NewReader(bufio.NewReaderSize(s.file, 1<<20), ipc.WithAllocator(mem))
@@ -242,7 +250,7 @@ func (s *source) openArrow(mem memory.Allocator) error {
 		return s.inputError(fmt.Errorf("neither an Arrow IPC file nor stream: %v", err))
 	}
 	s.closers = append(s.closers, r.Release)
-	s.rdr = stripMetadata(r)
+	s.rdr = decodeDictionaries(ctx, stripMetadata(r), keep, mem)
 	return nil
 }
 
@@ -428,6 +436,118 @@ func (r *relabel) Next() bool {
 func (r *relabel) RecordBatch() arrow.RecordBatch { return r.cur }
 func (r *relabel) Record() arrow.RecordBatch      { return r.cur }
 func (r *relabel) Release() {
+	if r.cur != nil {
+		r.cur.Release()
+		r.cur = nil
+	}
+	r.RecordReader.Release()
+}
+
+// dictionaryColumns names the columns of a table's schema (nil: none) that have a
+// dictionary type: tables created before imports decoded dictionaries have them, and an
+// import appending to such a table reads the file's column as a dictionary still, so that
+// the types match as they did.
+func dictionaryColumns(table *arrow.Schema) []string {
+	if table == nil {
+		return nil
+	}
+	var out []string
+	for _, f := range table.Fields() {
+		if f.Type.ID() == arrow.DICTIONARY {
+			out = append(out, f.Name)
+		}
+	}
+	return out
+}
+
+// decodeDictionaries presents the top-level dictionary columns of r (pandas categoricals,
+// dictionary_encode; filters do not take dictionaries) as their value types, with
+// arrow-go's cast (its take for bool values, which the cast does not unpack): the value
+// each index selects, null where the index or that value is null. Columns named in keep
+// stay dictionaries, and so do those of other value types the cast cannot unpack (nested
+// types), and dictionaries inside a struct or list. Decoded arrays are allocated from
+// mem; a failed decode ends Next, its error (naming the column) from Err. With no column
+// to decode, r is returned as it is.
+func decodeDictionaries(ctx context.Context, r array.RecordReader, keep []string, mem memory.Allocator) array.RecordReader {
+	in := r.Schema()
+	fields := in.Fields()
+	decode := make([]bool, len(fields))
+	some := false
+	for i, f := range fields {
+		dt, ok := f.Type.(*arrow.DictionaryType)
+		if !ok || slices.Contains(keep, f.Name) || !compute.CanCast(dt, dt.ValueType) && dt.ValueType.ID() != arrow.BOOL {
+			continue
+		}
+		fields[i].Type = dt.ValueType
+		decode[i], some = true, true
+	}
+	if !some {
+		return r
+	}
+	md := in.Metadata()
+	return &dictDecoder{RecordReader: r, schema: arrow.NewSchema(fields, &md), decode: decode, ctx: compute.WithAllocator(ctx, mem)}
+}
+
+// dictDecoder is decodeDictionaries's reader.
+type dictDecoder struct {
+	array.RecordReader
+	schema *arrow.Schema
+	decode []bool // by column: cast to schema's type
+	ctx    context.Context
+	cur    arrow.RecordBatch
+	err    error
+}
+
+func (r *dictDecoder) Schema() *arrow.Schema { return r.schema }
+func (r *dictDecoder) Next() bool {
+	if r.cur != nil {
+		r.cur.Release()
+		r.cur = nil
+	}
+	if r.err != nil || !r.RecordReader.Next() {
+		return false
+	}
+	in := r.RecordReader.RecordBatch()
+	cols := make([]arrow.Array, in.NumCols())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	for i, c := range in.Columns() {
+		if !r.decode[i] {
+			c.Retain()
+			cols[i] = c
+			continue
+		}
+		f := r.schema.Field(i)
+		var out arrow.Array
+		var err error
+		if d := c.(*array.Dictionary); f.Type.ID() == arrow.BOOL {
+			out, err = compute.TakeArray(r.ctx, d.Dictionary(), d.Indices())
+		} else {
+			out, err = compute.CastArray(r.ctx, c, compute.SafeCastOptions(f.Type))
+		}
+		if err != nil {
+			r.err = fmt.Errorf("column %q: decode %s to %s: %w", f.Name, c.DataType(), f.Type, err)
+			return false
+		}
+		cols[i] = out
+	}
+	r.cur = array.NewRecordBatch(r.schema, cols, in.NumRows())
+	return true
+}
+func (r *dictDecoder) RecordBatch() arrow.RecordBatch { return r.cur }
+func (r *dictDecoder) Record() arrow.RecordBatch      { return r.cur }
+func (r *dictDecoder) Err() error {
+	if r.err != nil {
+		return r.err
+	}
+	return r.RecordReader.Err()
+}
+func (r *dictDecoder) Release() {
 	if r.cur != nil {
 		r.cur.Release()
 		r.cur = nil

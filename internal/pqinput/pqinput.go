@@ -18,6 +18,15 @@
 // its list of encodings: dictionary-encoded data and no other data encoding). A page that is
 // not dictionary-encoded after all is still read correctly (pqarrow adds its values to the
 // dictionary), only not faster.
+//
+// One change of type: a top-level column that the file's stored Arrow schema types as a
+// dictionary of strings or binaries (a pandas categorical, pyarrow's dictionary_encode),
+// which pqarrow returns as a dictionary, is read the same way whatever its encoding and
+// comes out as its value type, with its nulls: dictionary<values=string> as string,
+// dictionary<values=large_string> as large_string (Options.KeepDictionaries keeps named
+// columns as pqarrow reads them). pqarrow reads dictionaries of other value types (integers,
+// floats, ...) as their value type already; a dictionary nested in a struct or list stays
+// one.
 package pqinput
 
 import (
@@ -26,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -48,6 +58,10 @@ type Options struct {
 	// for later batches, instead of Go's allocator giving fresh zeroed memory to every
 	// batch (garbage collections, zeroing, page faults: about 10% of an import's CPU).
 	Allocator memory.Allocator
+	// KeepDictionaries names top-level columns to read as the dictionaries the file's
+	// stored Arrow schema declares (pqarrow's read), not as their value type (see the
+	// package doc): for appending to a table whose column has that dictionary type.
+	KeepDictionaries []string
 }
 
 // DefaultBatchRows is Options.BatchRows's default.
@@ -109,17 +123,19 @@ func Open(ctx context.Context, r parquet.ReaderAtSeeker, opts Options) (*Reader,
 	if err != nil {
 		return nil, fmt.Errorf("parquet: arrow schema: %w", err)
 	}
-	expand := dictionaryColumns(fr, pr.MetaData())
-	// The types pqarrow reads these columns as: what the batches carry after expansion.
+	expand := append(dictionaryColumns(fr, pr.MetaData()), dictionaryTyped(fr, opts.KeepDictionaries)...)
+	// The types the batches carry after expansion: pqarrow's for a plain column, the value
+	// type for a dictionary-typed one.
 	want := make(map[int]arrow.Field, len(expand))
-	for i, e := range expand {
+	for _, e := range expand {
 		sf := &fr.Manifest.Fields[e.col]
-		want[e.col] = *sf.Field
-		expand[i].to = sf.Field.Type
+		w := *sf.Field
+		w.Type = e.to
+		want[e.col] = w
 		// Read the column as a dictionary of its values (int32 indices): the leaf reader
 		// takes its type from the manifest's field.
 		f := *sf.Field
-		f.Type = &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: dictValueType(sf.Field.Type)}
+		f.Type = &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: dictValueType(e.to)}
 		sf.Field = &f
 	}
 	rr, err := fr.GetRecordReader(ctx, nil, nil)
@@ -158,10 +174,48 @@ func dictionaryColumns(fr *pqarrow.FileReader, md *metadata.FileMetaData) []expa
 			continue
 		}
 		if allDictionaryEncoded(md, sf.ColIndex) {
-			out = append(out, expandColumn{col: i})
+			out = append(out, expandColumn{col: i, to: sf.Field.Type})
 		}
 	}
 	return out
+}
+
+// dictionaryTyped returns the top-level columns of fr that pqarrow reads as dictionaries
+// of strings or binaries (the file's stored Arrow schema gives them a dictionary type),
+// except those named in keep, each with its value type: the stored schema's
+// (large_string and large_binary, which pqarrow's dictionary read narrows to string and
+// binary, included), else pqarrow's.
+func dictionaryTyped(fr *pqarrow.FileReader, keep []string) []expandColumn {
+	var out []expandColumn
+	origin := fr.Manifest.OriginSchema
+	for i, sf := range fr.Manifest.Fields {
+		if len(sf.Children) != 0 || !sf.IsLeaf() || sf.Field == nil || slices.Contains(keep, sf.Field.Name) {
+			continue
+		}
+		dt, ok := sf.Field.Type.(*arrow.DictionaryType)
+		if !ok {
+			continue
+		}
+		to := dt.ValueType
+		if origin != nil && i < origin.NumFields() {
+			if odt, ok := origin.Field(i).Type.(*arrow.DictionaryType); ok && expandable(odt.ValueType) {
+				to = odt.ValueType
+			}
+		}
+		if expandable(to) {
+			out = append(out, expandColumn{col: i, to: to})
+		}
+	}
+	return out
+}
+
+// expandable reports whether expandDictionary produces type t.
+func expandable(t arrow.DataType) bool {
+	switch t.ID() {
+	case arrow.STRING, arrow.LARGE_STRING, arrow.BINARY, arrow.LARGE_BINARY:
+		return true
+	}
+	return false
 }
 
 // Parquet page types (parquet.thrift PageType), as EncodingStats reports them.
@@ -223,7 +277,8 @@ func dictValueType(t arrow.DataType) arrow.DataType {
 // NumRows is the number of rows in the file.
 func (r *Reader) NumRows() int64 { return r.rows }
 
-// Schema is the schema of the batches: pqarrow's for the file.
+// Schema is the schema of the batches: pqarrow's for the file, with the value types of
+// top-level dictionary columns (see the package doc).
 func (r *Reader) Schema() *arrow.Schema { return r.schema }
 
 // Next moves to the next batch; false at the end of the file or on an error (Err).

@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
@@ -423,5 +426,151 @@ func TestCorruptPageEndsWithError(t *testing.T) {
 	}
 	if rd.Next() {
 		t.Fatal("Next after an error returned a batch")
+	}
+}
+
+// dictArray returns a dictionary array of type dictionary<values, indices=index> with
+// the given indices, a null index where idx is negative.
+func dictArray(t *testing.T, index arrow.DataType, values arrow.Array, idx []int) arrow.Array {
+	t.Helper()
+	var sb strings.Builder
+	sb.WriteByte('[')
+	for i, k := range idx {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		if k < 0 {
+			sb.WriteString("null")
+		} else {
+			sb.WriteString(strconv.Itoa(k))
+		}
+	}
+	sb.WriteByte(']')
+	indices, _, err := array.FromJSON(memory.DefaultAllocator, index, strings.NewReader(sb.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer indices.Release()
+	return array.NewDictionaryArray(&arrow.DictionaryType{IndexType: index, ValueType: values.DataType()}, indices, values)
+}
+
+// fromJSON is array.FromJSON for a test's literal.
+func fromJSON(t *testing.T, dt arrow.DataType, s string) arrow.Array {
+	t.Helper()
+	a, _, err := array.FromJSON(memory.DefaultAllocator, dt, strings.NewReader(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// dictionaryRecord has top-level dictionary columns of every kind a Parquet file's stored
+// Arrow schema can declare (pandas categoricals, dictionary_encode), with null indices, a
+// nested one and a plain column.
+func dictionaryRecord(t *testing.T, rows int) arrow.RecordBatch {
+	t.Helper()
+	cities := fromJSON(t, arrow.BinaryTypes.String, `["SEA","LAX","","a much longer value than the others"]`)
+	defer cities.Release()
+	big := fromJSON(t, arrow.BinaryTypes.LargeString, `["x","yy","zzz"]`)
+	defer big.Release()
+	raw := fromJSON(t, arrow.BinaryTypes.Binary, `["AAE=","","/w=="]`) // base64
+	defer raw.Release()
+	nums := fromJSON(t, arrow.PrimitiveTypes.Int64, `[7,-1,9000000000]`)
+	defer nums.Release()
+	idx := func(n, nullEvery int) []int {
+		out := make([]int, rows)
+		for i := range out {
+			out[i] = (i*7 + i/5) % n
+			if i%nullEvery == 3 {
+				out[i] = -1
+			}
+		}
+		return out
+	}
+	city := dictArray(t, arrow.PrimitiveTypes.Int8, cities, idx(4, 11))
+	nested, err := array.NewStructArray([]arrow.Array{city}, []string{"x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := make([]int64, rows)
+	for i := range n {
+		n[i] = int64(i)
+	}
+	plain := fromJSON(t, arrow.PrimitiveTypes.Int64, strings.ReplaceAll(fmt.Sprint(n), " ", ","))
+	cols := []arrow.Array{
+		city,
+		dictArray(t, arrow.PrimitiveTypes.Int32, cities, idx(4, 7)), // written without a dictionary
+		dictArray(t, arrow.PrimitiveTypes.Int32, big, idx(3, 13)),
+		dictArray(t, arrow.PrimitiveTypes.Int16, raw, idx(3, 17)),
+		dictArray(t, arrow.PrimitiveTypes.Int32, nums, idx(3, 5)),
+		dictArray(t, arrow.PrimitiveTypes.Int32, cities, idx(4, 19)),
+		nested,
+		plain,
+	}
+	names := []string{"city", "cityplain", "big", "raw", "num", "keep", "nested", "n"}
+	fields := make([]arrow.Field, len(cols))
+	for i, c := range cols {
+		fields[i] = arrow.Field{Name: names[i], Type: c.DataType(), Nullable: true}
+		defer c.Release()
+	}
+	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, int64(rows))
+}
+
+// TestDictionaryTypedColumnsReadAsValues: top-level columns the stored Arrow schema types
+// as dictionaries come out as their value types (the stored one: large_string stays
+// large) with the values and nulls written, across row groups and batches, whether the
+// pages are dictionary-encoded or not; KeepDictionaries and nested dictionaries read as
+// pqarrow reads them.
+func TestDictionaryTypedColumnsReadAsValues(t *testing.T) {
+	rec := dictionaryRecord(t, 5000)
+	defer rec.Release()
+	r := writeParquet(t, rec, 1000, "cityplain")
+	_, plain := plainBatches(t, r, 700)
+	wantTypes := "city:utf8 cityplain:utf8 big:large_utf8 raw:binary num:int64 " +
+		"keep:dictionary<values=utf8, indices=int32, ordered=false> " +
+		"nested:struct<x: dictionary<values=utf8, indices=int8, ordered=false>> n:int64"
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	rd, err := Open(context.Background(), r, Options{BatchRows: 700, Allocator: mem, KeepDictionaries: []string{"keep"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Release()
+	var types []string
+	for _, f := range rd.Schema().Fields() {
+		types = append(types, f.Name+":"+strings.ReplaceAll(f.Type.String(), " nullable", ""))
+	}
+	if got := strings.Join(types, " "); got != wantTypes {
+		t.Fatalf("schema\n%s\nwant\n%s", got, wantTypes)
+	}
+	ctx := context.Background()
+	var off int64
+	for i := 0; rd.Next(); i++ {
+		got := rd.RecordBatch()
+		for c, col := range got.Columns() {
+			name := got.ColumnName(c)
+			// What was written: the values a dictionary column's indices select.
+			src := array.NewSlice(rec.Column(c), off, off+got.NumRows())
+			if dt, ok := src.DataType().(*arrow.DictionaryType); ok && name != "keep" {
+				want, err := compute.CastArray(ctx, src, compute.SafeCastOptions(rd.Schema().Field(c).Type))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !arrow.TypeEqual(want.DataType(), dt.ValueType) || !array.Equal(col, want) || col.NullN() != src.NullN() {
+					t.Fatalf("batch %d column %q:\n%v\nwant\n%v", i, name, col, want)
+				}
+				want.Release()
+			} else if !array.Equal(col, plain[i].Column(c)) { // pqarrow's read
+				t.Fatalf("batch %d column %q:\n%v\nwant pqarrow's\n%v", i, name, col, plain[i].Column(c))
+			}
+			src.Release()
+		}
+		off += got.NumRows()
+	}
+	if err := rd.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if off != rec.NumRows() {
+		t.Fatalf("read %d rows, wrote %d", off, rec.NumRows())
 	}
 }
