@@ -169,7 +169,7 @@ type CommitResult struct {
 	Attempts  int      // put-if-absent attempts of the final commit
 	Rebased   []uint64 // versions by others the commit was rebuilt on top of
 	Published bool     // the catalog pointer is at or past Version
-	Rows      int64    // rows appended or deleted (for a Duplicate, of this call's input)
+	Rows      int64    // rows appended or deleted (for a Duplicate, of this call's input as far as it was read: 0 when HEAD remembered the key before the write began)
 	// Duplicate: the write's idempotency key (WithIdempotencyKey) had committed already,
 	// as Version, by transaction DuplicateTxn; this call committed nothing new.
 	Duplicate    bool

@@ -195,6 +195,9 @@ func (t *Table) append(ctx context.Context, rdr array.RecordReader, stage bool, 
 	if t.m != m0 && checkSchema(t.name, t.Schema(), rdr.Schema()) != nil && checkSchema(t.name, m0.Schema.MustArrow(), rdr.Schema()) == nil {
 		t.m = m0
 	}
+	if res, ok, err := t.keyCommitted(ctx, o); ok {
+		return res, err
+	}
 	txn := t.newTxn(manifest.OpAppend, o)
 	var st store.Store = t.db.store
 	staging := &stagingStore{Store: t.db.store}
@@ -247,6 +250,9 @@ func (t *Table) Overwrite(ctx context.Context, rdr array.RecordReader, opts ...W
 	// version, and conflicts with what commits after it.
 	if err := t.refreshHead(ctx); err != nil {
 		return t.settleKeyed(ctx, t.newTxn(manifest.OpOverwrite, o), CommitResult{}, err)
+	}
+	if res, ok, err := t.keyCommitted(ctx, o); ok {
+		return res, err
 	}
 	if err := t.walPending(ctx); err != nil {
 		return CommitResult{}, err

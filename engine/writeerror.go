@@ -33,11 +33,36 @@ func (e *WriteError) Error() string { return e.Err.Error() }
 func (e *WriteError) Unwrap() error { return e.Err }
 
 // settleWrite is settleKeyed for a write that wrote data files under txn's id (Append,
-// Overwrite): a Rejected outcome is returned as a *WriteError naming txn.
+// Overwrite): a Rejected outcome is returned as a *WriteError naming txn. A Duplicate
+// (the idempotency key committed already, by another transaction) decides txn too: it
+// never commits, so the data files it wrote are deleted here, best effort (what a
+// failure leaves, garbage collection deletes later), and "committed nothing new" leaves
+// nothing new behind either.
 func (t *Table) settleWrite(ctx context.Context, txn manifest.Transaction, res CommitResult, err error) (CommitResult, error) {
 	res, err = t.settleKeyed(ctx, txn, res, err)
+	if err == nil && res.Duplicate && res.DuplicateTxn != txn.ID {
+		t.deleteTxnData(ctx, txn.ID)
+	}
 	if err == nil || OutcomeOf(err) != Rejected {
 		return res, err
 	}
 	return res, &WriteError{Table: t.name, Txn: txn, Err: err}
+}
+
+// deleteTxnData deletes the data files of transaction txnID, decided never to commit
+// (all under manifest.TxnDataDir), best effort: it stops at the first store error. It
+// runs under a context of its own when ctx has ended (an interrupted write's files are
+// still its own to delete), bounded by settleTimeout.
+func (t *Table) deleteTxnData(ctx context.Context, txnID string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	objs, err := t.db.store.List(ctx, manifest.TxnDataDir(t.name, txnID)+"/", 0)
+	if err != nil {
+		return
+	}
+	for _, o := range objs {
+		if t.db.store.Delete(ctx, o.Key) != nil {
+			return
+		}
+	}
 }

@@ -147,6 +147,21 @@ func (t *Table) duplicate(ctx context.Context, dup *manifest.DuplicateError) (Co
 	return res, nil
 }
 
+// keyCommitted returns the Duplicate result of a keyed write whose idempotency key this
+// handle's version (HEAD, just read) remembers already, with ok true: a write run again
+// after it committed (a client that retried, an import run twice) reads none of its input
+// and writes nothing. A key that commits after this check is still found by the commit
+// loop (manifest.DuplicateError), and the files written meanwhile are deleted
+// (settleWrite). Errors: as duplicate (the publish of that version).
+func (t *Table) keyCommitted(ctx context.Context, o writeOptions) (res CommitResult, ok bool, err error) {
+	rec, ok := t.m.IdempotencyVersion(o.idempotencyKey)
+	if !ok {
+		return CommitResult{}, false, nil
+	}
+	res, err = t.duplicate(ctx, &manifest.DuplicateError{Table: t.name, Key: o.idempotencyKey, Version: rec.Version, TxnID: rec.TxnID})
+	return res, true, err
+}
+
 // settleTimeout bounds how long settleKeyed looks for a write's idempotency key after
 // the write's own context ended.
 const settleTimeout = 5 * time.Second
