@@ -306,6 +306,9 @@ func (s *source) openCSV(table string, want *arrow.Schema, comma rune, mem memor
 		if err := sameColumns(table, s.path, want, inferred, true); err != nil {
 			return err
 		}
+		if err := csvReadable(table, s.path, want); err != nil {
+			return err
+		}
 		schema = want
 	} else {
 		s.inferred = true
@@ -319,6 +322,37 @@ func (s *source) openCSV(table string, want *arrow.Schema, comma rune, mem memor
 		csv.WithNullReader(true, ""), csv.WithAllocator(mem))
 	s.closers = append(s.closers, r.Release)
 	s.rdr = &csvReader{RecordReader: r, s: s, schema: schema, comma: comma}
+	return nil
+}
+
+// csvReadable refuses, before anything is read or written, a table with a column of a
+// type arrow-go's CSV reader cannot parse text into (a dictionary, a struct, a map, a
+// time of day; a list of one of those): csv.NewReader panics on such a schema. The types
+// accepted are arrow/csv's readTypeSupported (arrow-go v18.8.0). Errors:
+// engine.ErrSchemaMismatch naming the table, the file and the column.
+func csvReadable(table, path string, schema *arrow.Schema) error {
+	var ok func(arrow.DataType) bool
+	ok = func(dt arrow.DataType) bool {
+		switch dt := dt.(type) {
+		case *arrow.BooleanType, *arrow.Int8Type, *arrow.Int16Type, *arrow.Int32Type, *arrow.Int64Type,
+			*arrow.Uint8Type, *arrow.Uint16Type, *arrow.Uint32Type, *arrow.Uint64Type,
+			*arrow.Float16Type, *arrow.Float32Type, *arrow.Float64Type, *arrow.StringType, *arrow.LargeStringType,
+			*arrow.TimestampType, *arrow.Date32Type, *arrow.Date64Type, *arrow.Decimal128Type, *arrow.Decimal256Type,
+			*arrow.BinaryType, *arrow.LargeBinaryType, *arrow.FixedSizeBinaryType, *arrow.NullType, arrow.ExtensionType:
+			return true
+		case *arrow.MapType:
+			return false
+		case arrow.ListLikeType:
+			return ok(dt.Elem())
+		}
+		return false
+	}
+	for _, f := range schema.Fields() {
+		if !ok(f.Type) {
+			return fmt.Errorf("table %q: %w: column %q has type %s, which a CSV or TSV file cannot be read into; import %s's rows as Parquet, Arrow IPC or JSON Lines instead",
+				table, engine.ErrSchemaMismatch, f.Name, f.Type, path)
+		}
+	}
 	return nil
 }
 
