@@ -114,6 +114,12 @@ func (t *Table) writeFragmentsTo(ctx context.Context, st store.Store, rdr array.
 	}
 	var rows int64
 	for rdr.Next() {
+		// An interrupted write (its context ended) stops at the next batch rather than
+		// reading and encoding the rest of its input first.
+		if err := ctx.Err(); err != nil {
+			w.Close()
+			return nil, 0, fmt.Errorf("table %q: write data files: %w", t.name, err)
+		}
 		rec := rdr.RecordBatch()
 		if rec.NumRows() == 0 {
 			continue
