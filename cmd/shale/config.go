@@ -89,8 +89,7 @@ Keys this build reads:
 
 ` + codecTradeoff + ` The codec keys apply to the table's writes from the next version on
 (imports, appends, updates, overwrites, compaction's rewrites); data files written
-before keep their codec until compaction rewrites them. The level maps to the ZSTD
-encoder's four speeds (1-2, 3-5, 6-9, 10-22).
+before keep their codec until compaction rewrites them.
 
 As the engine does, any other key is stored as given, so applications can keep their
 own settings with the table (a key starting with "shale." that this build does not read
