@@ -111,10 +111,11 @@ func (a *app) rootCommand() *cobra.Command {
 			switch strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ") {
 			case "query", "versions", "inspect", "status", "verify", "export", "index list", "wal status", "serve status", "why":
 				a.readOnly = true
-			case "delete", "update", "drop", "compact", "recover", "repair", "gc",
+			case "delete", "update", "drop", "compact", "recover", "repair", "gc", "config",
 				"index create", "index update", "index drop", "wal append", "wal merge", "wal scan", "serve":
 				// They change only tables already in the store: a mistyped --store is
-				// reported, not created (and then found to hold "no tables").
+				// reported, not created (and then found to hold "no tables"). (config
+				// without KEY=VALUE only reads: it sets readOnly itself.)
 				a.mustExist = true
 			}
 			// A malformed --store is a usage error, found before anything starts.
@@ -145,6 +146,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.updateCommand(),
 		a.versionsCommand(),
 		a.inspectCommand(),
+		a.configCommand(),
 		a.statusCommand(),
 		a.demoCommand(),
 		a.benchCommand(),

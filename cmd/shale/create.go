@@ -7,6 +7,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/spf13/cobra"
+
+	"github.com/shale-db/shale/engine"
 )
 
 // schemaTypes are the column types `create --schema` accepts.
@@ -57,19 +59,32 @@ func parseSchema(spec string) (*arrow.Schema, error) {
 
 func (a *app) createCommand() *cobra.Command {
 	var spec string
+	var codec codecFlags
 	cmd := &cobra.Command{
-		Use:   "create TABLE --schema 'name:type,...'",
+		Use:   "create TABLE --schema 'name:type,...' [--compression zstd|lz4|none]",
 		Short: "Create an empty table",
 		Long: `Create an empty table (version 1) and publish it.
 
 Types: ` + schemaTypeList + `. Columns are nullable; append "!" to a type
-for a non-nullable column (id:int64!).`,
-		Example: `  shale create trips --schema 'id:int64!,city:string,fare:float64,at:timestamp[us]'`,
-		Args:    exactArgs("TABLE"),
+for a non-nullable column (id:int64!).
+
+--compression and --compression-level choose how the table's data files are stored
+(the configuration keys ` + engine.ConfigCompression + ` and ` + engine.ConfigCompressionLevel + `;
+'shale config' shows and changes them later). ` + codecTradeoff + `
+With either flag the configuration is committed as version 2, right after the create
+(the engine creates a table without configuration); if that fails, the table is dropped
+again. Bad values are refused before anything is written.`,
+		Example: `  shale create trips --schema 'id:int64!,city:string,fare:float64,at:timestamp[us]'
+  shale create events --schema 'id:int64!,kind:string' --compression lz4`,
+		Args: exactArgs("TABLE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			schema, err := parseSchema(spec)
 			if err != nil {
 				return &usageError{err}
+			}
+			cfg, err := codec.config(cmd.Flags())
+			if err != nil {
+				return err
 			}
 			if err := checkTableName(args[0]); err != nil {
 				return err
@@ -83,8 +98,23 @@ for a non-nullable column (id:int64!).`,
 			if err != nil {
 				return err
 			}
+			createdAt := t.Version()
+			if cfg != nil {
+				if _, _, err := a.configureNew(cmd.Context(), db, t, createdAt, cfg); err != nil {
+					return err
+				}
+			}
 			if a.jsonOut {
-				return a.printJSON(map[string]any{"table": t.Name(), "version": t.Version(), "schema": schemaJSON(t.Schema())})
+				out := map[string]any{"table": t.Name(), "version": t.Version(), "schema": schemaJSON(t.Schema())}
+				if cfg != nil {
+					out["config"] = t.Config()
+				}
+				return a.printJSON(out)
+			}
+			if cfg != nil {
+				a.printf("Created table %s (version %d, %s) and set %s (version %d) in %s\n", t.Name(), createdAt, plural(schema.NumFields(), "column"),
+					configString(cfg), t.Version(), seconds(time.Since(start)))
+				return nil
 			}
 			a.printf("Created table %s (version %d, %s) in %s\n", t.Name(), t.Version(), plural(schema.NumFields(), "column"), seconds(time.Since(start)))
 			return nil
@@ -92,6 +122,7 @@ for a non-nullable column (id:int64!).`,
 	}
 	cmd.Flags().StringVar(&spec, "schema", "", "columns as name:type,... (required)")
 	cmd.MarkFlagRequired("schema")
+	codec.register(cmd.Flags())
 	return cmd
 }
 

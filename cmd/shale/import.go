@@ -22,16 +22,19 @@ import (
 
 // importResult is what an import did.
 type importResult struct {
-	Table     string        `json:"table"`
-	File      string        `json:"file"`
-	Format    string        `json:"format"`
-	Created   bool          `json:"created"`
-	Overwrite bool          `json:"overwrite,omitempty"`
-	Rows      int64         `json:"rows"`
-	Version   uint64        `json:"version"`
-	Elapsed   time.Duration `json:"-"`
-	ElapsedMS int64         `json:"elapsed_ms"`
-	RowsPerS  float64       `json:"rows_per_second"`
+	Table   string `json:"table"`
+	File    string `json:"file"`
+	Format  string `json:"format"`
+	Created bool   `json:"created"`
+	// Config is the configuration an import that created the table gave it
+	// (--compression, --compression-level), committed as the version after the create.
+	Config    map[string]string `json:"config,omitempty"`
+	Overwrite bool              `json:"overwrite,omitempty"`
+	Rows      int64             `json:"rows"`
+	Version   uint64            `json:"version"`
+	Elapsed   time.Duration     `json:"-"`
+	ElapsedMS int64             `json:"elapsed_ms"`
+	RowsPerS  float64           `json:"rows_per_second"`
 	// IdempotencyKey is the import's key; Duplicate says an earlier import with it had
 	// committed already (as Version), so nothing new was written.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
@@ -48,11 +51,15 @@ type importOptions struct {
 	// idempotencyKey names the import across runs ("" = derived from the file's content,
 	// the table and the format; see importKey).
 	idempotencyKey string
+	// config is the configuration of a table the import creates (codecFlags.config; nil
+	// for none). An existing table is refused unless it has these values already.
+	config map[string]string
 }
 
 func (a *app) importCommand() *cobra.Command {
 	var table string
 	var opts importOptions
+	var codec codecFlags
 	cmd := &cobra.Command{
 		Use:   "import FILE [--table TABLE]",
 		Short: "Import a Parquet, Arrow IPC, CSV or JSON Lines file",
@@ -95,13 +102,28 @@ records it wrote (also when the table was dropped meanwhile), and drops the tabl
 if it created it and no other writer wrote to it meanwhile. Only when whether it
 committed is undecided (the error says so) are they kept: running the same import again
 commits it at most once, and 'shale gc' deletes what never commits. (A second Ctrl-C
-stops at once and leaves them to 'shale gc'.)`,
+stops at once and leaves them to 'shale gc'.)
+
+--compression and --compression-level choose how a table the import creates stores its
+data files (the configuration keys ` + engine.ConfigCompression + ` and
+` + engine.ConfigCompressionLevel + `). ` + codecTradeoff + `
+The configuration is committed as the version after the create, before the rows (the
+engine creates a table without configuration). Bad values are refused before anything
+is written. For a table that exists already the flags are refused (exit status 2,
+nothing written) unless the table has these values already, so running the same import
+again still works; change an existing table's codec with 'shale config'.`,
 		Example: `  shale import flights.parquet
   shale import trips-2024.csv --table trips
   shale import events.log --format jsonl --table events
+  shale import flights.parquet --compression lz4
   zcat trips.csv.gz | shale import - --format csv --table trips --idempotency-key trips-2024-06`,
 		Args: exactArgs("FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := codec.config(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			opts.config = cfg
 			if opts.format != "" {
 				f, ok := normalizeFormat(opts.format)
 				if !ok {
@@ -134,6 +156,7 @@ stops at once and leaves them to 'shale gc'.)`,
 	cmd.Flags().StringVar(&opts.format, "format", "", "input format: "+formatList+" (default: from the extension)")
 	cmd.Flags().BoolVar(&opts.overwrite, "overwrite", false, "replace the table's rows and schema instead of appending")
 	cmd.Flags().StringVar(&opts.idempotencyKey, "idempotency-key", "", "name this import across runs (default: derived from the file's content, the table and the format)")
+	codec.register(cmd.Flags())
 	return cmd
 }
 
@@ -167,6 +190,8 @@ func (a *app) printImport(r *importResult) {
 	}
 	verb := "Appended"
 	switch {
+	case r.Created && len(r.Config) > 0:
+		verb = "Created " + r.Table + " (" + configString(r.Config) + ") and imported"
 	case r.Created:
 		verb = "Created " + r.Table + " and imported"
 	case r.Overwrite:
@@ -213,6 +238,11 @@ func (a *app) importFile(ctx context.Context, path, table string, opts importOpt
 	if err != nil && !errors.Is(err, manifest.ErrTableNotFound) {
 		return nil, err
 	}
+	if t != nil {
+		if err := checkConfigured(t, opts.config); err != nil {
+			return nil, err
+		}
+	}
 	var want *arrow.Schema
 	if t != nil && !opts.overwrite {
 		want = t.Schema()
@@ -244,6 +274,9 @@ func (a *app) importFile(ctx context.Context, path, table string, opts importOpt
 			if t, err = db.OpenTable(ctx, table); err != nil {
 				return nil, err
 			}
+			if err := checkConfigured(t, opts.config); err != nil {
+				return nil, err
+			}
 			if err := sameSchema(table, t.Schema(), pk.Schema()); err != nil {
 				return nil, err
 			}
@@ -251,6 +284,12 @@ func (a *app) importFile(ctx context.Context, path, table string, opts importOpt
 			return nil, err
 		default:
 			res.Created, createdAt = true, t.Version()
+			if opts.config != nil {
+				if _, createdAt, err = a.configureNew(ctx, db, t, createdAt, opts.config); err != nil {
+					return nil, err
+				}
+				res.Config = t.Config()
+			}
 		}
 	}
 	res.IdempotencyKey = opts.idempotencyKey
@@ -364,6 +403,19 @@ func sameSchema(table string, want, got *arrow.Schema) error {
 		}
 		if !arrow.TypeEqual(w.Type, g.Type) {
 			return fmt.Errorf("table %q: %w: column %q of the file is %s, the table has %s", table, engine.ErrSchemaMismatch, g.Name, g.Type, w.Type)
+		}
+	}
+	return nil
+}
+
+// checkConfigured refuses a configuration for table t, which exists already, unless t
+// has every one of its values already (then an import run again goes on). Errors: a
+// usage error pointing to shale config.
+func checkConfigured(t *engine.Table, cfg map[string]string) error {
+	have := t.Config()
+	for k, v := range cfg {
+		if got, ok := have[k]; !ok || got != v {
+			return existingTableCodecError(t.Name(), cfg)
 		}
 	}
 	return nil

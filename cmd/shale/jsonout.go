@@ -40,7 +40,7 @@ const (
 	kindUsage          = "usage"           // how the command was called (exit 2)
 	kindNotFound       = "not_found"       // a table, version, index or input file that does not exist
 	kindExists         = "exists"          // a table or index that already exists
-	kindInvalidInput   = "invalid_input"   // a table name, WHERE/SET expression, input file, schema or index column that cannot be used
+	kindInvalidInput   = "invalid_input"   // a table name, WHERE/SET expression, input file, schema, index column or configuration value that cannot be used
 	kindConflict       = "conflict"        // another writer won (retry), the table was dropped or is busy, a fenced transaction
 	kindUnknownOutcome = "unknown_outcome" // a write that may or may not have committed (see the message)
 	kindRefused        = "refused"         // repair declining to publish drift without the flags it needs
@@ -82,7 +82,8 @@ func errorKind(err error, code int) string {
 		errors.Is(err, filter.ErrType), errors.Is(err, filter.ErrUnsupported), errors.Is(err, filter.ErrArithmetic),
 		errors.Is(err, engine.ErrSchemaMismatch), errors.Is(err, ErrInput), errors.Is(err, ErrUnsupportedFormat),
 		errors.Is(err, engine.ErrInvalidIndexSpec), errors.Is(err, index.ErrUnsupportedType),
-		errors.Is(err, engine.ErrNoWAL), errors.Is(err, engine.ErrShardOutOfRange), errors.Is(err, wal.ErrSchemaMismatch):
+		errors.Is(err, engine.ErrNoWAL), errors.Is(err, engine.ErrShardOutOfRange), errors.Is(err, wal.ErrSchemaMismatch),
+		errors.Is(err, engine.ErrInvalidConfig):
 		return kindInvalidInput
 	case errors.Is(err, store.ErrTransient), errors.Is(err, catalog.ErrEtcd), errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, index.ErrNoProgress), errors.Is(err, wal.ErrBacklog):

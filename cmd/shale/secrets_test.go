@@ -85,6 +85,7 @@ func TestCredentialsNeverPrintedByAnyCommand(t *testing.T) {
 		{"wal", "merge", tbl}, // the last of a command's scenarios is the one its failure paths run
 		{"versions", tbl},
 		{"inspect", tbl},
+		{"config", tbl, "shale.write.compression=lz4"},
 		{"status"},
 		{"verify", tbl},
 		{"compact", tbl},
