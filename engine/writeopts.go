@@ -92,8 +92,10 @@ type writeOptions struct {
 // answer), this one commits nothing and returns that write's version, publishing it, with
 // CommitResult.Duplicate set. The table remembers the keys of its newest keyed writes
 // (manifest.ConfigIdempotencyKeys, default manifest.DefaultIdempotencyKeys), and any key
-// among versions committed after the write's read version. This is Delta Lake's
-// application transaction (txn action) idea, keyed per write.
+// among versions committed after the write's read version. An Append or Overwrite whose
+// key HEAD already remembers returns before reading its input or writing anything; one
+// that finds the key only at its commit (two runs at once) deletes the data files it
+// wrote. This is Delta Lake's application transaction (txn action) idea, keyed per write.
 func WithIdempotencyKey(key string) WriteOption {
 	return func(o *writeOptions) { o.idempotencyKey = key }
 }
