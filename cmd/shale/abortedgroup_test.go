@@ -4,15 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/shale-db/shale/coord"
-	"github.com/shale-db/shale/engine"
 	"github.com/shale-db/shale/manifest"
-	"github.com/shale-db/shale/store"
 )
 
 // TestQueryVersionOfAbortedGroup: `shale query --version N` of a version prepared by a
@@ -30,20 +25,7 @@ func TestQueryVersionOfAbortedGroup(t *testing.T) {
 	// A multi-table transaction (no CLI command makes one) deleting a row of each table,
 	// rejected because t2 changed after its snapshot: t1 keeps a prepared version 3.
 	ctx := context.Background()
-	c, err := coord.Connect(ctx, coord.Config{StateDir: e.home})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := store.Open(ctx, (&url.URL{Scheme: "file", Path: filepath.Join(e.home, "store")}).String(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	db, err := engine.Open(ctx, s, engine.Options{Etcd: c.Etcd()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := e.engineDB(ctx)
 	snap, err := db.Snapshot(ctx, t1, t2)
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +42,7 @@ func TestQueryVersionOfAbortedGroup(t *testing.T) {
 	if _, err := db.Commit(ctx, w1, w2); !errors.Is(err, manifest.ErrConflict) {
 		t.Fatalf("multi-table commit: %v, want a conflict", err)
 	}
-	if head, err := manifest.Head(ctx, s, t1); err != nil || head != 3 {
+	if head, err := manifest.Head(ctx, db.Store(), t1); err != nil || head != 3 {
 		t.Fatalf("%s HEAD %d %v, want the prepared version 3", t1, head, err)
 	}
 

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,10 +15,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
-
-	"github.com/shale-db/shale/coord"
-	"github.com/shale-db/shale/engine"
-	"github.com/shale-db/shale/store"
 )
 
 // dictFixture is a file of dictRows rows: id int64 (the row number), city
@@ -258,20 +253,7 @@ func TestImportDictionaryIntoDictionaryTable(t *testing.T) {
 	e := sharedEnv(t)
 	tbl := e.table("olddict")
 	ctx := context.Background()
-	c, err := coord.Connect(ctx, coord.Config{StateDir: e.home})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := store.Open(ctx, (&url.URL{Scheme: "file", Path: filepath.Join(e.home, "store")}).String(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	db, err := engine.Open(ctx, s, engine.Options{Etcd: c.Etcd()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := e.engineDB(ctx)
 	schema := arrow.NewSchema([]arrow.Field{
 		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
 		{Name: "city", Type: &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int8, ValueType: arrow.BinaryTypes.String}, Nullable: true},

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/shale-db/shale/coord"
+	"github.com/shale-db/shale/engine"
+	"github.com/shale-db/shale/store"
 )
 
 // The tests run the real binary as a subprocess, built once here. Most tests share one
@@ -242,4 +245,26 @@ func jsonLines(t *testing.T, s string) []map[string]any {
 // repoFile is a path under the repository root (two levels up from this package).
 func repoFile(parts ...string) string {
 	return filepath.Join(append([]string{"..", ".."}, parts...)...)
+}
+
+// engineDB opens the env's store and etcd through the library, as a program linking Shale
+// would, for states no command makes (a table with a type the CLI cannot create, a
+// multi-table transaction); everything it opened is closed when the test ends.
+func (e *env) engineDB(ctx context.Context) *engine.DB {
+	e.t.Helper()
+	c, err := coord.Connect(ctx, coord.Config{StateDir: e.home})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { c.Close() })
+	s, err := store.Open(ctx, (&url.URL{Scheme: "file", Path: filepath.Join(e.home, "store")}).String(), store.Options{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { s.Close() })
+	db, err := engine.Open(ctx, s, engine.Options{Etcd: c.Etcd()})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return db
 }
