@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -204,11 +205,11 @@ func (s *source) inputError(err error) error {
 }
 
 // openParquet reads the file with internal/pqinput, which reads top-level dictionary
-// columns as their value types but those named in keep (as decodeDictionaries does for
-// Arrow IPC). Its batches come from the reader's own allocator, which reuses the buffers
+// columns as their value types but those named in keep (decodeDictionaries then encodes
+// those as the table's dictionary types, as for Arrow IPC). Its batches come from the reader's own allocator, which reuses the buffers
 // of batches released after encoding (not from openSource's mem).
-func (s *source) openParquet(ctx context.Context, keep []string) error {
-	r, err := pqinput.Open(ctx, s.file, pqinput.Options{BatchRows: importBatchRows, KeepDictionaries: keep})
+func (s *source) openParquet(ctx context.Context, keep map[string]*arrow.DictionaryType) error {
+	r, err := pqinput.Open(ctx, s.file, pqinput.Options{BatchRows: importBatchRows, KeepDictionaries: slices.Sorted(maps.Keys(keep))})
 	if err != nil {
 		return s.inputError(err)
 	}
@@ -220,9 +221,10 @@ func (s *source) openParquet(ctx context.Context, keep []string) error {
 	return nil
 }
 
-// openArrow reads an Arrow IPC file or stream, its top-level dictionary columns but
-// those named in keep decoded to their value types (decodeDictionaries).
-func (s *source) openArrow(ctx context.Context, keep []string, mem memory.Allocator) error {
+// openArrow reads an Arrow IPC file or stream, its top-level dictionary columns decoded
+// to their value types but those named in keep, encoded as keep's types
+// (decodeDictionaries).
+func (s *source) openArrow(ctx context.Context, keep map[string]*arrow.DictionaryType, mem memory.Allocator) error {
 	if s.stream != nil { // standard input, not the file format (openStdin spools that)
 		r, err := ipc.NewReader(s.file, ipc.WithAllocator(mem))
 		if err != nil {
@@ -477,18 +479,18 @@ func (r *relabel) Release() {
 	r.RecordReader.Release()
 }
 
-// dictionaryColumns names the columns of a table's schema (nil: none) that have a
-// dictionary type: tables created before imports decoded dictionaries have them, and an
-// import appending to such a table reads the file's column as a dictionary still, so that
-// the types match as they did.
-func dictionaryColumns(table *arrow.Schema) []string {
+// dictionaryColumns maps the columns of a table's schema (nil: none) that have a
+// dictionary type to that type: tables created before imports decoded dictionaries have
+// them, and an import appending to such a table encodes the file's column (a dictionary of
+// any index type, or plain values) as that dictionary type, so that the types match.
+func dictionaryColumns(table *arrow.Schema) map[string]*arrow.DictionaryType {
 	if table == nil {
 		return nil
 	}
-	var out []string
+	out := map[string]*arrow.DictionaryType{}
 	for _, f := range table.Fields() {
-		if f.Type.ID() == arrow.DICTIONARY {
-			out = append(out, f.Name)
+		if dt, ok := f.Type.(*arrow.DictionaryType); ok {
+			out[f.Name] = dt
 		}
 	}
 	return out
@@ -497,19 +499,32 @@ func dictionaryColumns(table *arrow.Schema) []string {
 // decodeDictionaries presents the top-level dictionary columns of r (pandas categoricals,
 // dictionary_encode; filters do not take dictionaries) as their value types, with
 // arrow-go's cast (its take for bool values, which the cast does not unpack): the value
-// each index selects, null where the index or that value is null. Columns named in keep
-// stay dictionaries, and so do those of other value types the cast cannot unpack (nested
-// types), and dictionaries inside a struct or list. Decoded arrays are allocated from
-// mem; a failed decode ends Next, its error (naming the column) from Err. With no column
-// to decode, r is returned as it is.
-func decodeDictionaries(ctx context.Context, r array.RecordReader, keep []string, mem memory.Allocator) array.RecordReader {
+// each index selects, null where the index or that value is null. A column named in keep
+// (a table's dictionary column, created before imports decoded dictionaries) is encoded as
+// keep's dictionary type instead, whatever the file has there: a dictionary of another
+// index type (pandas picks int8 or int16 by the number of categories) or plain values,
+// their values cast to the dictionary's value type where they differ (utf8 to
+// large_utf8). Dictionaries of other value types the cast cannot unpack (nested types),
+// and dictionaries inside a struct or list, stay as they are. Arrays are allocated from
+// mem; a failed decode ends Next, its error (naming the column) from Err. With nothing to
+// change, r is returned as it is.
+func decodeDictionaries(ctx context.Context, r array.RecordReader, keep map[string]*arrow.DictionaryType, mem memory.Allocator) array.RecordReader {
 	in := r.Schema()
 	fields := in.Fields()
 	decode := make([]bool, len(fields))
+	encode := make([]*arrow.DictionaryType, len(fields))
 	some := false
 	for i, f := range fields {
+		if to, ok := keep[f.Name]; ok {
+			if arrow.TypeEqual(f.Type, to) || !dictionaryEncodable(f.Type, to) {
+				continue // the same type already, or a mismatch the schema check reports
+			}
+			fields[i].Type = to
+			encode[i], some = to, true
+			continue
+		}
 		dt, ok := f.Type.(*arrow.DictionaryType)
-		if !ok || slices.Contains(keep, f.Name) || !compute.CanCast(dt, dt.ValueType) && dt.ValueType.ID() != arrow.BOOL {
+		if !ok || !compute.CanCast(dt, dt.ValueType) && dt.ValueType.ID() != arrow.BOOL {
 			continue
 		}
 		fields[i].Type = dt.ValueType
@@ -519,14 +534,108 @@ func decodeDictionaries(ctx context.Context, r array.RecordReader, keep []string
 		return r
 	}
 	md := in.Metadata()
-	return &dictDecoder{RecordReader: r, schema: arrow.NewSchema(fields, &md), decode: decode, ctx: compute.WithAllocator(ctx, mem)}
+	return &dictDecoder{RecordReader: r, schema: arrow.NewSchema(fields, &md), decode: decode, encode: encode,
+		mem: mem, ctx: compute.WithAllocator(ctx, mem)}
 }
 
-// dictDecoder is decodeDictionaries's reader.
+// dictionaryEncodable reports whether a column of type from can be encoded as to: its
+// values (from itself, or from's dictionary's) are to's value type or cast to it, and
+// arrow-go builds dictionaries of that type (builderValueType).
+func dictionaryEncodable(from arrow.DataType, to *arrow.DictionaryType) bool {
+	if builderValueType(to.ValueType) == nil {
+		return false
+	}
+	if dt, ok := from.(*arrow.DictionaryType); ok {
+		if !compute.CanCast(dt, dt.ValueType) && dt.ValueType.ID() != arrow.BOOL {
+			return false
+		}
+		from = dt.ValueType
+	}
+	return arrow.TypeEqual(from, to.ValueType) || compute.CanCast(from, to.ValueType)
+}
+
+// decodeColumn returns the values of dictionary c (type d), as decodeDictionaries says.
+func decodeColumn(ctx context.Context, c arrow.Array) (arrow.Array, error) {
+	d := c.(*array.Dictionary)
+	if d.Dictionary().DataType().ID() == arrow.BOOL {
+		return compute.TakeArray(ctx, d.Dictionary(), d.Indices())
+	}
+	return compute.CastArray(ctx, c, compute.SafeCastOptions(d.Dictionary().DataType()))
+}
+
+// encodeColumn returns c (a dictionary or plain values) as a dictionary of type to.
+func encodeColumn(ctx context.Context, c arrow.Array, to *arrow.DictionaryType, mem memory.Allocator) (arrow.Array, error) {
+	values := c
+	values.Retain()
+	defer func() { values.Release() }()
+	if c.DataType().ID() == arrow.DICTIONARY {
+		v, err := decodeColumn(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		values.Release()
+		values = v
+	}
+	if !arrow.TypeEqual(values.DataType(), to.ValueType) {
+		v, err := compute.CastArray(ctx, values, compute.SafeCastOptions(to.ValueType))
+		if err != nil {
+			return nil, err
+		}
+		values.Release()
+		values = v
+	}
+	// arrow-go's dictionary builder has no large_utf8 or large_binary values: those are
+	// built over utf8 (binary) and their dictionary cast after.
+	bt := builderValueType(to.ValueType)
+	if !arrow.TypeEqual(bt, to.ValueType) {
+		v, err := compute.CastArray(ctx, values, compute.SafeCastOptions(bt))
+		if err != nil {
+			return nil, err
+		}
+		values.Release()
+		values = v
+	}
+	b := array.NewDictionaryBuilder(mem, &arrow.DictionaryType{IndexType: to.IndexType, ValueType: bt, Ordered: to.Ordered})
+	defer b.Release()
+	if err := b.AppendArray(values); err != nil {
+		return nil, err
+	}
+	built := b.NewDictionaryArray()
+	if arrow.TypeEqual(bt, to.ValueType) {
+		return built, nil
+	}
+	defer built.Release()
+	dict, err := compute.CastArray(ctx, built.Dictionary(), compute.SafeCastOptions(to.ValueType))
+	if err != nil {
+		return nil, err
+	}
+	defer dict.Release()
+	return array.NewDictionaryArray(to, built.Indices(), dict), nil
+}
+
+// builderValueType is the value type arrow-go's dictionary builder builds a dictionary of
+// values t with (t itself, or utf8 and binary for their large forms); nil when it has
+// none (bool, nested types).
+func builderValueType(t arrow.DataType) arrow.DataType {
+	switch t.ID() {
+	case arrow.LARGE_STRING:
+		return arrow.BinaryTypes.String
+	case arrow.LARGE_BINARY:
+		return arrow.BinaryTypes.Binary
+	case arrow.BOOL, arrow.STRUCT, arrow.LIST, arrow.LARGE_LIST, arrow.FIXED_SIZE_LIST, arrow.MAP,
+		arrow.DICTIONARY, arrow.EXTENSION, arrow.DENSE_UNION, arrow.SPARSE_UNION, arrow.RUN_END_ENCODED,
+		arrow.STRING_VIEW, arrow.BINARY_VIEW, arrow.LIST_VIEW, arrow.LARGE_LIST_VIEW:
+		return nil
+	}
+	return t
+}
+
 type dictDecoder struct {
 	array.RecordReader
 	schema *arrow.Schema
-	decode []bool // by column: cast to schema's type
+	decode []bool                  // by column: decode to schema's type (the values)
+	encode []*arrow.DictionaryType // by column: encode as this dictionary type
+	mem    memory.Allocator
 	ctx    context.Context
 	cur    arrow.RecordBatch
 	err    error
@@ -551,7 +660,7 @@ func (r *dictDecoder) Next() bool {
 		}
 	}()
 	for i, c := range in.Columns() {
-		if !r.decode[i] {
+		if !r.decode[i] && r.encode[i] == nil {
 			c.Retain()
 			cols[i] = c
 			continue
@@ -559,10 +668,10 @@ func (r *dictDecoder) Next() bool {
 		f := r.schema.Field(i)
 		var out arrow.Array
 		var err error
-		if d := c.(*array.Dictionary); f.Type.ID() == arrow.BOOL {
-			out, err = compute.TakeArray(r.ctx, d.Dictionary(), d.Indices())
+		if r.encode[i] != nil {
+			out, err = encodeColumn(r.ctx, c, r.encode[i], r.mem)
 		} else {
-			out, err = compute.CastArray(r.ctx, c, compute.SafeCastOptions(f.Type))
+			out, err = decodeColumn(r.ctx, c)
 		}
 		if err != nil {
 			r.err = fmt.Errorf("column %q: decode %s to %s: %w", f.Name, c.DataType(), f.Type, err)
