@@ -169,3 +169,31 @@ func TestWriteConfigChoosesCodecAndLevel(t *testing.T) {
 		}
 	}
 }
+
+// TestCreateTableWithConfig: WithConfig puts the configuration in the create's own
+// version (its first write already uses the codec); a bad value creates nothing.
+func TestCreateTableWithConfig(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, "")
+	tbl, err := db.CreateTable(ctx, "cfg1", kvSchema, WithConfig(map[string]string{ConfigCompression: "lz4"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, c := tbl.Version(), tbl.Config(); v != 1 || c[ConfigCompression] != "lz4" {
+		t.Fatalf("created at version %d with config %v, want version 1 with lz4", v, c)
+	}
+	appendRange(t, tbl, 0, 3)
+	for _, f := range mustOpen(t, db, "cfg1").Manifest().Fragments {
+		for _, df := range f.Files {
+			if df.Compression != CompressionLZ4 {
+				t.Fatalf("data file %s: compression %q, want lz4", df.Key, df.Compression)
+			}
+		}
+	}
+	if _, err := db.CreateTable(ctx, "cfg2", kvSchema, WithConfig(map[string]string{ConfigCompression: "brotli"})); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("a bad codec: %v, want ErrInvalidConfig", err)
+	}
+	if _, err := db.OpenTable(ctx, "cfg2"); !errors.Is(err, manifest.ErrTableNotFound) {
+		t.Fatalf("the table of a refused create: %v, want not found", err)
+	}
+}

@@ -209,14 +209,36 @@ func (db *DB) Options() Options { return db.opts }
 // Catalog is the etcd catalog, or nil without one.
 func (db *DB) Catalog() *catalog.Catalog { return db.cat }
 
+// CreateOption configures CreateTable.
+type CreateOption func(*createOptions)
+
+type createOptions struct {
+	config map[string]string
+}
+
+// WithConfig gives the table this configuration (key → value, as UpdateConfig sets it,
+// and checked the same way) in its first version, so that no writer ever sees it without
+// (a codec chosen for the table applies to its first write, whoever makes it).
+func WithConfig(config map[string]string) CreateOption {
+	return func(o *createOptions) { o.config = config }
+}
+
 // CreateTable creates an empty table and publishes it: version 1 for a new name; for the
 // name of a dropped table, the version after its drop marker, as a new incarnation (see
 // DropTable), so no version number of the dropped table is used again and none of its
 // versions can become part of this one. Field ids are 0..n-1.
-// Errors: manifest.ErrInvalidTableName, ErrTableExists.
-func (db *DB) CreateTable(ctx context.Context, name string, schema *arrow.Schema) (*Table, error) {
+// Errors: manifest.ErrInvalidTableName, ErrInvalidConfig (WithConfig), ErrTableExists.
+func (db *DB) CreateTable(ctx context.Context, name string, schema *arrow.Schema, opts ...CreateOption) (*Table, error) {
 	if err := manifest.ValidateTableName(name); err != nil {
 		return nil, err
+	}
+	var co createOptions
+	for _, o := range opts {
+		o(&co)
+	}
+	cfg, err := planConfig(co.config, nil)
+	if err != nil {
+		return nil, fmt.Errorf("table %q: %w", name, err)
 	}
 	ids := make([]int32, schema.NumFields())
 	for i := range ids {
@@ -247,7 +269,7 @@ func (db *DB) CreateTable(ctx context.Context, name string, schema *arrow.Schema
 		if read != nil {
 			rv = read.Version
 		}
-		txn := manifest.NewTransaction(rv, manifest.Operation{Kind: manifest.OpCreate, Schema: &ms})
+		txn := manifest.NewTransaction(rv, manifest.Operation{Kind: manifest.OpCreate, Schema: &ms, Config: cfg.Config})
 		m, stats, err := manifest.Commit(ctx, db.store, name, read, txn, db.opts.Commit)
 		if errors.Is(err, manifest.ErrConflict) {
 			return nil, exists()

@@ -290,29 +290,3 @@ func existingTableCodecError(table string, cfg map[string]string) error {
 	return usagef("table %s exists: --compression and --compression-level only configure a new table (nothing was written); change its codec with 'shale config %s %s', which applies to its writes from then on",
 		table, table, strings.ReplaceAll(configString(cfg), ", ", " "))
 }
-
-// configureNew gives table t, just created by this command as version createdAt, the
-// configuration cfg in a second version (engine.DB.CreateTable takes no configuration).
-// If that fails, the table is dropped again with DropTableAt (only if nobody wrote to it
-// meanwhile), and the error says so. It returns the configuration's commit and the
-// version up to which the table is still only this command's own (createdAt, or the
-// configuration's version when it directly follows it), for the caller's own undo.
-func (a *app) configureNew(ctx context.Context, db *engine.DB, t *engine.Table, createdAt uint64, cfg map[string]string) (engine.CommitResult, uint64, error) {
-	cr, err := t.UpdateConfig(ctx, cfg, nil)
-	if err != nil {
-		var ue *engine.UnknownError
-		if !errors.As(err, &ue) {
-			if _, derr := db.DropTableAt(context.WithoutCancel(ctx), t.Name(), createdAt); derr == nil {
-				err = fmt.Errorf("%w (table %s, which this command had created, was dropped again)", err, t.Name())
-			} else {
-				err = fmt.Errorf("%w (table %s, which this command created as version %d, stays without its configuration: %v)", err, t.Name(), createdAt, derr)
-			}
-		}
-		return cr, createdAt, err
-	}
-	a.notePublished(t.Name(), cr.AlsoPublished)
-	if cr.Version == createdAt+1 {
-		return cr, cr.Version, nil
-	}
-	return cr, createdAt, nil
-}

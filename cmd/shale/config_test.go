@@ -171,7 +171,7 @@ func TestConfigBadValuesAndMalformedArgumentsCommitNothing(t *testing.T) {
 }
 
 // TestImportCompressionLZ4: `import --compression lz4` creates the table with the codec
-// configured before its rows (create, update_config, append), every data file is LZ4,
+// in its first version (create, append), every data file is LZ4,
 // and queries return what the same import into a ZSTD table returns.
 func TestImportCompressionLZ4(t *testing.T) {
 	e := sharedEnv(t)
@@ -179,12 +179,15 @@ func TestImportCompressionLZ4(t *testing.T) {
 	csv := e.file("rides.csv", csvRows(3000))
 
 	out := e.ok("import", csv, "--table", lz, "--compression", "lz4")
-	if want := "Created " + lz + " (shale.write.compression=lz4) and imported 3,000 rows from rides.csv: version 3"; !strings.HasPrefix(out, want) {
+	if want := "Created " + lz + " (shale.write.compression=lz4) and imported 3,000 rows from rides.csv: version 2"; !strings.HasPrefix(out, want) {
 		t.Fatalf("import --compression lz4: %q, want it to start %q", out, want)
 	}
 	e.ok("import", csv, "--table", zs)
-	if got := operations(e, lz); !slices.Equal(got, []string{"create", "update_config", "append"}) {
+	if got := operations(e, lz); !slices.Equal(got, []string{"create", "append"}) {
 		t.Fatalf("versions of the LZ4 table: %q", got)
+	}
+	if got := e.ok("inspect", lz, "--version", "1"); !strings.Contains(got, "shale.write.compression = lz4") {
+		t.Fatalf("the LZ4 table at version 1 (its create): %q", got)
 	}
 	if got := fileCodecs(e, lz); len(got) == 0 || slices.ContainsFunc(got, func(c string) bool { return c != "lz4" }) {
 		t.Fatalf("codecs of the LZ4 table: %q", got)
@@ -192,7 +195,7 @@ func TestImportCompressionLZ4(t *testing.T) {
 	if got := fileCodecs(e, zs); len(got) == 0 || slices.ContainsFunc(got, func(c string) bool { return c != "zstd" }) {
 		t.Fatalf("codecs of the ZSTD table: %q", got)
 	}
-	if c := configOf(e, lz); c.Version != 3 || len(c.Config) != 1 || c.Config["shale.write.compression"] != "lz4" {
+	if c := configOf(e, lz); c.Version != 2 || len(c.Config) != 1 || c.Config["shale.write.compression"] != "lz4" {
 		t.Fatalf("config of the LZ4 table: %+v", c)
 	}
 	for _, q := range [][]string{{"--format", "csv"}, {"--format", "csv", "--where", "city = 'Pune' AND fare > 50"}} {
@@ -207,7 +210,7 @@ func TestImportCompressionLZ4(t *testing.T) {
 	if err := json.Unmarshal([]byte(e.ok("import", csv, "--table", e.table("lvl"), "--compression-level", "7", "--json")), &res); err != nil {
 		t.Fatal(err)
 	}
-	if !res.Created || res.Version != 3 || len(res.Config) != 1 || res.Config["shale.write.compression_level"] != "7" {
+	if !res.Created || res.Version != 2 || len(res.Config) != 1 || res.Config["shale.write.compression_level"] != "7" {
 		t.Fatalf("import --compression-level 7 --json: %+v", res)
 	}
 }
@@ -215,7 +218,7 @@ func TestImportCompressionLZ4(t *testing.T) {
 // TestCompressionFlagsOnExistingTablesAndBadValues: --compression for a table that
 // exists is refused (exit 2, pointing to shale config, nothing committed) unless the
 // table has that codec already (the same import run again); bad values are usage errors
-// found before anything is written; create --compression configures version 2.
+// found before anything is written; create --compression configures version 1.
 func TestCompressionFlagsOnExistingTablesAndBadValues(t *testing.T) {
 	e := sharedEnv(t)
 	tbl := e.table("exist")
@@ -252,8 +255,7 @@ func TestCompressionFlagsOnExistingTablesAndBadValues(t *testing.T) {
 		e.fails(exitError, []string{"table not found"}, "config", name)
 	}
 
-	// An import that creates a configured table and then fails drops it again (the
-	// configuration version is its own too).
+	// An import that creates a configured table and then fails drops it again.
 	var sb strings.Builder
 	sb.WriteString("n\n")
 	for i := range 70000 { // past the first batch, read before the table is created
@@ -263,15 +265,15 @@ func TestCompressionFlagsOnExistingTablesAndBadValues(t *testing.T) {
 	failed := e.table("failcfg")
 	e.fails(exitError, []string{`"seven" is not an int64`, "table " + failed + ", which this import had created, was dropped again"},
 		"import", e.file("bad.csv", sb.String()), "--table", failed, "--compression", "lz4")
-	e.fails(exitError, []string{"the table was dropped (drop marker at version 3)"}, "config", failed)
+	e.fails(exitError, []string{"the table was dropped (drop marker at version 2)"}, "config", failed)
 
-	// create --compression: the configuration is version 2.
+	// create --compression: the configuration is in version 1.
 	cr := e.table("created")
 	out := e.ok("create", cr, "--schema", "id:int64,city:string", "--compression", "none")
-	if !strings.HasPrefix(out, "Created table "+cr+" (version 1, 2 columns) and set shale.write.compression=none (version 2)") {
+	if !strings.HasPrefix(out, "Created table "+cr+" (version 1, 2 columns, shale.write.compression=none)") {
 		t.Fatalf("create --compression none: %q", out)
 	}
-	if got := operations(e, cr); !slices.Equal(got, []string{"create", "update_config"}) {
+	if got := operations(e, cr); !slices.Equal(got, []string{"create"}) {
 		t.Fatalf("versions after create --compression: %q", got)
 	}
 	e.ok("import", e.file("z.csv", "id,city\n1,Oslo\n2,Lima\n"), "--table", cr)

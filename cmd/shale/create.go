@@ -71,9 +71,8 @@ for a non-nullable column (id:int64!).
 --compression and --compression-level choose how the table's data files are stored
 (the configuration keys ` + engine.ConfigCompression + ` and ` + engine.ConfigCompressionLevel + `;
 'shale config' shows and changes them later). ` + codecTradeoff + `
-With either flag the configuration is committed as version 2, right after the create
-(the engine creates a table without configuration); if that fails, the table is dropped
-again. Bad values are refused before anything is written.`,
+With either flag the table is created with that configuration in its version 1. Bad
+values are refused before anything is written.`,
 		Example: `  shale create trips --schema 'id:int64!,city:string,fare:float64,at:timestamp[us]'
   shale create events --schema 'id:int64!,kind:string' --compression lz4`,
 		Args: exactArgs("TABLE"),
@@ -94,15 +93,9 @@ again. Bad values are refused before anything is written.`,
 				return err
 			}
 			start := time.Now()
-			t, err := db.CreateTable(cmd.Context(), args[0], schema)
+			t, err := db.CreateTable(cmd.Context(), args[0], schema, engine.WithConfig(cfg))
 			if err != nil {
 				return err
-			}
-			createdAt := t.Version()
-			if cfg != nil {
-				if _, _, err := a.configureNew(cmd.Context(), db, t, createdAt, cfg); err != nil {
-					return err
-				}
 			}
 			if a.jsonOut {
 				out := map[string]any{"table": t.Name(), "version": t.Version(), "schema": schemaJSON(t.Schema())}
@@ -112,8 +105,8 @@ again. Bad values are refused before anything is written.`,
 				return a.printJSON(out)
 			}
 			if cfg != nil {
-				a.printf("Created table %s (version %d, %s) and set %s (version %d) in %s\n", t.Name(), createdAt, plural(schema.NumFields(), "column"),
-					configString(cfg), t.Version(), seconds(time.Since(start)))
+				a.printf("Created table %s (version %d, %s, %s) in %s\n", t.Name(), t.Version(), plural(schema.NumFields(), "column"),
+					configString(cfg), seconds(time.Since(start)))
 				return nil
 			}
 			a.printf("Created table %s (version %d, %s) in %s\n", t.Name(), t.Version(), plural(schema.NumFields(), "column"), seconds(time.Since(start)))

@@ -27,7 +27,7 @@ type importResult struct {
 	Format  string `json:"format"`
 	Created bool   `json:"created"`
 	// Config is the configuration an import that created the table gave it
-	// (--compression, --compression-level), committed as the version after the create.
+	// (--compression, --compression-level), in the create's version.
 	Config    map[string]string `json:"config,omitempty"`
 	Overwrite bool              `json:"overwrite,omitempty"`
 	Rows      int64             `json:"rows"`
@@ -107,8 +107,8 @@ stops at once and leaves them to 'shale gc'.)
 --compression and --compression-level choose how a table the import creates stores its
 data files (the configuration keys ` + engine.ConfigCompression + ` and
 ` + engine.ConfigCompressionLevel + `). ` + codecTradeoff + `
-The configuration is committed as the version after the create, before the rows (the
-engine creates a table without configuration). Bad values are refused before anything
+The table is created with that configuration in its first version, so the rows (and
+any concurrent import's) are written with it. Bad values are refused before anything
 is written. For a table that exists already the flags are refused (exit status 2,
 nothing written) unless the table has these values already, so running the same import
 again still works; change an existing table's codec with 'shale config'.`,
@@ -268,7 +268,7 @@ func (a *app) importFile(ctx context.Context, path, table string, opts importOpt
 	res := &importResult{Table: table, File: path, Format: format}
 	var createdAt uint64
 	if t == nil {
-		t, err = db.CreateTable(ctx, table, pk.Schema())
+		t, err = db.CreateTable(ctx, table, pk.Schema(), engine.WithConfig(opts.config))
 		switch {
 		case errors.Is(err, engine.ErrTableExists): // created meanwhile by someone else
 			if t, err = db.OpenTable(ctx, table); err != nil {
@@ -285,9 +285,6 @@ func (a *app) importFile(ctx context.Context, path, table string, opts importOpt
 		default:
 			res.Created, createdAt = true, t.Version()
 			if opts.config != nil {
-				if _, createdAt, err = a.configureNew(ctx, db, t, createdAt, opts.config); err != nil {
-					return nil, err
-				}
 				res.Config = t.Config()
 			}
 		}
