@@ -184,8 +184,10 @@ const minRateRows = 1000
 func (a *app) printImport(r *importResult) {
 	defer a.notePublished(r.Table, r.AlsoPublished)
 	if r.Duplicate {
-		a.printf("Already imported: the rows of %s were committed as version %d of %s by an earlier import with the same idempotency key (%s); nothing new was written. To append them again, pass another --idempotency-key.\n",
-			filepath.Base(r.File), r.Version, r.Table, r.IdempotencyKey)
+		// With a key of the caller's (--idempotency-key) the earlier import may have
+		// been of another file: say what the key decided, not whose rows they were.
+		a.printf("Already imported: an earlier import with the same idempotency key (%s) committed version %d of %s; nothing of %s was written. To import it again, pass another --idempotency-key.\n",
+			r.IdempotencyKey, r.Version, r.Table, filepath.Base(r.File))
 		return
 	}
 	verb := "Appended"

@@ -393,7 +393,7 @@ func TestImportNestedDictionary(t *testing.T) {
 		// schema): a clear error naming the column, nothing committed.
 		versions := len(e.versions(tbl))
 		csvIn := e.file("nested-"+format+".csv", "top,nested\nSEA,x\n")
-		e.fails(1, []string{"schema mismatch", `column "nested"`, "struct<", "cannot be read into", "JSON Lines"}, "import", csvIn, "--table", tbl)
+		e.fails(1, []string{"schema mismatch", `column "nested"`, "struct<", "cannot be read into", "Parquet or Arrow IPC"}, "import", csvIn, "--table", tbl)
 		if got := len(e.versions(tbl)); got != versions {
 			t.Fatalf("%s: %d versions after a refused CSV import, want %d", format, got, versions)
 		}

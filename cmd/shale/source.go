@@ -351,7 +351,7 @@ func csvReadable(table, path string, schema *arrow.Schema) error {
 	}
 	for _, f := range schema.Fields() {
 		if !ok(f.Type) {
-			return fmt.Errorf("table %q: %w: column %q has type %s, which a CSV or TSV file cannot be read into; import %s's rows as Parquet, Arrow IPC or JSON Lines instead",
+			return fmt.Errorf("table %q: %w: column %q has type %s, which a CSV or TSV file cannot be read into; import %s's rows as Parquet or Arrow IPC instead",
 				table, engine.ErrSchemaMismatch, f.Name, f.Type, path)
 		}
 	}
