@@ -6,11 +6,17 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
 
 	"github.com/shale-db/shale/manifest"
 )
 
-// ErrInvalidConfig: a configuration change with an empty key, or a key both set and deleted.
+// ErrInvalidConfig: a configuration change with an empty key, a key with white space or a
+// control character, a key both set and deleted, or a value this build cannot read for a
+// key it reads (the codec, the WAL's and the idempotency window's keys).
 var ErrInvalidConfig = errors.New("invalid configuration change")
 
 // Config returns a copy of the table's configuration (key → value) at this version; never nil.
@@ -61,6 +67,16 @@ func planConfig(upserts map[string]string, deletes []string) (manifest.Operation
 			return op, fmt.Errorf("%w: key %q is both set and deleted", ErrInvalidConfig, k)
 		}
 	}
+	for _, k := range slices.Sorted(maps.Keys(upserts)) {
+		if err := checkConfigValue(k, upserts[k]); err != nil {
+			return op, err
+		}
+	}
+	for _, k := range deletes {
+		if err := checkConfigKey(k); err != nil {
+			return op, err
+		}
+	}
 	if _, err := TableWriteOptions(WriteOptions{}, upserts); err != nil {
 		return op, err
 	}
@@ -71,4 +87,42 @@ func planConfig(upserts map[string]string, deletes []string) (manifest.Operation
 		op.ConfigDeletes = slices.Compact(slices.Sorted(slices.Values(deletes)))
 	}
 	return op, nil
+}
+
+// checkConfigKey refuses a key that cannot be shown unambiguously (`shale config` prints
+// "key = value" lines): one with white space or a control character.
+func checkConfigKey(k string) error {
+	if i := strings.IndexFunc(k, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }); i >= 0 {
+		return fmt.Errorf("%w: key %q holds white space or a control character", ErrInvalidConfig, k)
+	}
+	return nil
+}
+
+// checkConfigValue checks the value of a key this build reads (the codec keys are
+// TableWriteOptions'): before, a value the engine could not parse was stored and then
+// read as the default (or, for the WAL's shard count, as no WAL). Other keys are stored
+// as given.
+func checkConfigValue(k, v string) error {
+	if err := checkConfigKey(k); err != nil {
+		return err
+	}
+	count := func(min int64, what string) error {
+		if n, err := strconv.ParseInt(v, 10, 64); err != nil || n < min {
+			return fmt.Errorf("%w: %s = %q (want %s)", ErrInvalidConfig, k, v, what)
+		}
+		return nil
+	}
+	switch k {
+	case ConfigWALShards:
+		return count(0, "a whole number of shards, 0 for no WAL")
+	case ConfigWALFlushBytes, ConfigWALBacklogSoft, ConfigWALBacklogHard:
+		return count(1, "a whole number of bytes, at least 1")
+	case manifest.ConfigIdempotencyKeys:
+		return count(0, "a whole number of keys, 0 or more")
+	case ConfigWALFlushInterval:
+		if d, err := time.ParseDuration(v); err != nil || d <= 0 {
+			return fmt.Errorf("%w: %s = %q (want a positive Go duration such as 200ms)", ErrInvalidConfig, k, v)
+		}
+	}
+	return nil
 }

@@ -197,3 +197,31 @@ func TestCreateTableWithConfig(t *testing.T) {
 		t.Fatalf("the table of a refused create: %v, want not found", err)
 	}
 }
+
+// TestConfigValuesTheEngineReadsAreChecked: a value the engine could not parse for a key it
+// reads is refused (it was stored, then read as the default or as "no WAL"), and so is a
+// key that `shale config` could not print unambiguously; nothing is committed.
+func TestConfigValuesTheEngineReadsAreChecked(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, "")
+	tbl, err := db.CreateTable(ctx, "cfgcheck", kvSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []map[string]string{
+		{ConfigWALShards: "abc"}, {ConfigWALShards: "-1"}, {ConfigWALFlushBytes: "0"}, {ConfigWALBacklogHard: "lots"},
+		{ConfigWALFlushInterval: "abc"}, {ConfigWALFlushInterval: "-1s"}, {manifest.ConfigIdempotencyKeys: "-1"},
+		{"a key": "1"}, {"nl\nkey": "1"},
+	} {
+		if _, err := tbl.UpdateConfig(ctx, c, nil); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("UpdateConfig(%q): %v, want ErrInvalidConfig", c, err)
+		}
+	}
+	if v := mustOpen(t, db, "cfgcheck").Version(); v != 1 {
+		t.Fatalf("version %d after refused changes, want 1", v)
+	}
+	ok := map[string]string{ConfigWALShards: "0", ConfigWALFlushBytes: "1024", ConfigWALFlushInterval: "200ms", manifest.ConfigIdempotencyKeys: "0", "app.owner": "x y"}
+	if _, err := tbl.UpdateConfig(ctx, ok, nil); err != nil {
+		t.Fatalf("valid values: %v", err)
+	}
+}

@@ -80,16 +80,17 @@ func (a *app) configCommand() *cobra.Command {
 
 With them, set each KEY to VALUE and remove each --unset KEY, all in one new version
 (an update_config version that touches no data), and print that version. A value the
-engine does not accept (shale.write.compression=brotli, a level outside 1-` + strconv.Itoa(fragment.MaxZstdLevel) + `) fails
-naming the key, and nothing is committed. Unsetting a key the table does not have is
-allowed.
+engine does not accept for a key it reads (shale.write.compression=brotli, a level outside
+1-` + strconv.Itoa(fragment.MaxZstdLevel) + `, shale.wal.shards=abc, a flush interval that is not a duration), or a key
+with white space, fails naming the key, and nothing is committed. Unsetting a key the
+table does not have is allowed.
 
 Keys this build reads:
 ` + configKeyHelp() + `
 
 ` + codecTradeoff + ` The codec keys apply to the table's writes from the next version on
-(imports, appends, updates, overwrites, compaction's rewrites); data files written
-before keep their codec until compaction rewrites them.
+(imports, appends, updates, overwrites, compaction's rewrites) that start after the
+change; data files written before keep their codec until compaction rewrites them.
 
 As the engine does, any other key is stored as given, so applications can keep their
 own settings with the table (a key starting with "shale." that this build does not read
