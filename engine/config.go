@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -115,13 +116,15 @@ func checkConfigValue(k, v string) error {
 	switch k {
 	case ConfigWALShards:
 		return count(0, "a whole number of shards, 0 for no WAL")
-	case ConfigWALFlushBytes, ConfigWALBacklogSoft, ConfigWALBacklogHard:
-		return count(1, "a whole number of bytes, at least 1")
+	case ConfigWALFlushBytes:
+		return count(math.MinInt64, "a whole number of bytes; negative: only explicit flushes")
+	case ConfigWALBacklogSoft, ConfigWALBacklogHard:
+		return count(0, "a whole number of bytes, 0 for no limit")
 	case manifest.ConfigIdempotencyKeys:
 		return count(0, "a whole number of keys, 0 or more")
 	case ConfigWALFlushInterval:
-		if d, err := time.ParseDuration(v); err != nil || d <= 0 {
-			return fmt.Errorf("%w: %s = %q (want a positive Go duration such as 200ms)", ErrInvalidConfig, k, v)
+		if d, err := time.ParseDuration(v); err != nil || d < 0 {
+			return fmt.Errorf("%w: %s = %q (want a Go duration such as 200ms, 0 for no age limit)", ErrInvalidConfig, k, v)
 		}
 	}
 	return nil

@@ -209,8 +209,8 @@ func TestConfigValuesTheEngineReadsAreChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []map[string]string{
-		{ConfigWALShards: "abc"}, {ConfigWALShards: "-1"}, {ConfigWALFlushBytes: "0"}, {ConfigWALBacklogHard: "lots"},
-		{ConfigWALFlushInterval: "abc"}, {ConfigWALFlushInterval: "-1s"}, {manifest.ConfigIdempotencyKeys: "-1"},
+		{ConfigWALShards: "abc"}, {ConfigWALShards: "-1"}, {ConfigWALFlushBytes: "1MB"}, {ConfigWALBacklogHard: "lots"},
+		{ConfigWALBacklogSoft: "-5"}, {ConfigWALFlushInterval: "abc"}, {ConfigWALFlushInterval: "-1s"}, {manifest.ConfigIdempotencyKeys: "-1"},
 		{"a key": "1"}, {"nl\nkey": "1"},
 	} {
 		if _, err := tbl.UpdateConfig(ctx, c, nil); !errors.Is(err, ErrInvalidConfig) {
@@ -220,7 +220,8 @@ func TestConfigValuesTheEngineReadsAreChecked(t *testing.T) {
 	if v := mustOpen(t, db, "cfgcheck").Version(); v != 1 {
 		t.Fatalf("version %d after refused changes, want 1", v)
 	}
-	ok := map[string]string{ConfigWALShards: "0", ConfigWALFlushBytes: "1024", ConfigWALFlushInterval: "200ms", manifest.ConfigIdempotencyKeys: "0", "app.owner": "x y"}
+	ok := map[string]string{ConfigWALShards: "0", ConfigWALFlushBytes: "-1", ConfigWALBacklogHard: "0", ConfigWALFlushInterval: "0s",
+		manifest.ConfigIdempotencyKeys: "0", "app.owner": "x y"}
 	if _, err := tbl.UpdateConfig(ctx, ok, nil); err != nil {
 		t.Fatalf("valid values: %v", err)
 	}
