@@ -289,8 +289,12 @@ func (t *Table) walPending(ctx context.Context) error {
 			for _, g := range s.gens {
 				rows += g.Rows
 			}
-			return fmt.Errorf("table %q: %w: shard %s holds %d rows in %d generations and its log (merge the WAL first: Table.MergeWAL, shale wal merge %s)",
-				t.name, ErrWALPending, s.shard, rows, len(s.gens), t.name)
+			gens := fmt.Sprintf("%d generations", len(s.gens))
+			if len(s.gens) == 1 {
+				gens = "1 generation"
+			}
+			return fmt.Errorf("table %q: %w: shard %s holds %d rows in %s and its log (merge the WAL first: Table.MergeWAL, shale wal merge %s)",
+				t.name, ErrWALPending, s.shard, rows, gens, t.name)
 		}
 	}
 	return nil

@@ -164,6 +164,9 @@ func typeHint(dt arrow.DataType) string {
 	case arrow.DATE32, arrow.DATE64:
 		return " (a date YYYY-MM-DD)"
 	case arrow.TIMESTAMP:
+		if ts, ok := dt.(*arrow.TimestampType); ok && ts.TimeZone != "" {
+			return " (a timestamp with its offset: YYYY-MM-DD hh:mm:ss[.ffffff]Z or ±hh:mm)"
+		}
 		return " (a timestamp YYYY-MM-DD hh:mm:ss[.ffffff])"
 	}
 	return ""

@@ -150,3 +150,15 @@ func TestPluralAndThousands(t *testing.T) {
 		}
 	}
 }
+
+// TestTimestampHintSaysTheOffset: a timestamp column with a zone takes only values with
+// their offset ("2020-01-01 00:00:00" is refused); the hint says so, and the zone-less one
+// does not ask for it.
+func TestTimestampHintSaysTheOffset(t *testing.T) {
+	if h := typeHint(&arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}); !strings.Contains(h, "Z or ±hh:mm") {
+		t.Errorf("hint for timestamp[us, tz=UTC]: %q, want it to ask for the offset", h)
+	}
+	if h := typeHint(&arrow.TimestampType{Unit: arrow.Microsecond}); strings.Contains(h, "offset") {
+		t.Errorf("hint for timestamp[us]: %q, want no offset", h)
+	}
+}
