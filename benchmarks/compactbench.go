@@ -225,7 +225,7 @@ func runCompact(ctx context.Context, e *env, ds *Dataset, cfg Config, log io.Wri
 				return Took{}, fmt.Errorf("benchmarks: compaction of %s: %+v; want %d rows, %d -> %d fragments, published", name, st, ds.Rows, nfrag, wantFiles)
 			}
 			stats = st
-			return d, deletePrefix(ctx, e.store, name+"/")
+			return d, clearPrefix(ctx, e.store, name+"/")
 		}
 	}
 	baseRun := func(s *Sample, writers int) func(context.Context, int) (Took, error) {
@@ -244,7 +244,7 @@ func runCompact(ctx context.Context, e *env, ds *Dataset, cfg Config, log io.Wri
 			if rows != ds.Rows || len(files) != wantFiles {
 				return Took{}, fmt.Errorf("benchmarks: scan + write of %s: %d rows in %d files, want %d in %d", src.Name(), rows, len(files), ds.Rows, wantFiles)
 			}
-			return d, deletePrefix(ctx, e.store, fmt.Sprintf("compact-scratch-%d-%d/", writers, rep))
+			return d, clearPrefix(ctx, e.store, fmt.Sprintf("compact-scratch-%d-%d/", writers, rep))
 		}
 	}
 	vs := []variant{

@@ -133,7 +133,7 @@ func importVariants(e *env, ds *Dataset, fileRows int) ([]variant, error) {
 		if rows != ds.Rows {
 			return Took{}, fmt.Errorf("benchmarks: engine import appended %d rows, the data has %d", rows, ds.Rows)
 		}
-		return d, deletePrefix(ctx, e.store, name+"/")
+		return d, clearPrefix(ctx, e.store, name+"/")
 	}
 	// writerRun is the engine's data-file path alone: re-chunking, IPC encoding, batch
 	// statistics, checksums and one Put per file, without the commit and publish.
@@ -156,7 +156,7 @@ func importVariants(e *env, ds *Dataset, fileRows int) ([]variant, error) {
 		if err != nil {
 			return Took{}, fmt.Errorf("benchmarks: fragment writer: %w", err)
 		}
-		return d, deletePrefix(ctx, e.store, prefix)
+		return d, clearPrefix(ctx, e.store, prefix)
 	}
 	encPutRun := func(ctx context.Context, rep int) (Took, error) {
 		prefix := fmt.Sprintf("raw-import-%d/", rep)
@@ -175,7 +175,7 @@ func importVariants(e *env, ds *Dataset, fileRows int) ([]variant, error) {
 		if err != nil {
 			return Took{}, fmt.Errorf("benchmarks: baseline encode+put: %w", err)
 		}
-		return d, deletePrefix(ctx, e.store, prefix)
+		return d, clearPrefix(ctx, e.store, prefix)
 	}
 	encRun := func(ctx context.Context, rep int) (Took, error) {
 		var n int
@@ -207,7 +207,7 @@ func importVariants(e *env, ds *Dataset, fileRows int) ([]variant, error) {
 		if err != nil {
 			return Took{}, fmt.Errorf("benchmarks: baseline put: %w", err)
 		}
-		return d, deletePrefix(ctx, e.store, prefix)
+		return d, clearPrefix(ctx, e.store, prefix)
 	}
 	return []variant{
 		{"engine", engineS, engineRun},

@@ -370,7 +370,7 @@ func newEnv(ctx context.Context, cfg Config, log io.Writer) (_ *env, err error) 
 			if localDir != "" {
 				return os.RemoveAll(localDir)
 			}
-			return deletePrefix(context.WithoutCancel(ctx), st, "")
+			return clearPrefix(context.WithoutCancel(ctx), st, "")
 		})
 	}
 
@@ -410,20 +410,6 @@ func subURL(base, name string) (string, string, error) {
 		u.Host, u.Path = strings.TrimPrefix(u.Path, "/"), ""
 	}
 	return u.String(), local, nil
-}
-
-// deletePrefix deletes every object under prefix (untimed cleanup between repetitions).
-func deletePrefix(ctx context.Context, s store.Store, prefix string) error {
-	objs, err := s.List(ctx, prefix, 0)
-	if err != nil {
-		return err
-	}
-	for _, o := range objs {
-		if err := s.Delete(ctx, o.Key); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // Run runs the configured suites in this process, alternating each engine variant with its
@@ -518,4 +504,10 @@ func Run(ctx context.Context, cfg Config, log io.Writer) (rep Report, err error)
 	rep.Elapsed = time.Since(started)
 	rep.LoadEnd = loadAvg()
 	return rep, nil
+}
+
+// clearPrefix deletes every object under prefix (untimed cleanup between repetitions).
+func clearPrefix(ctx context.Context, s store.Store, prefix string) error {
+	_, err := store.DeletePrefix(ctx, s, prefix)
+	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/shale-db/shale/manifest"
+	"github.com/shale-db/shale/store"
 )
 
 // WriteError is the error of an Append or Overwrite that failed after minting its
@@ -50,19 +51,12 @@ func (t *Table) settleWrite(ctx context.Context, txn manifest.Transaction, res C
 }
 
 // deleteTxnData deletes the data files of transaction txnID, decided never to commit
-// (all under manifest.TxnDataDir), best effort: it stops at the first store error. It
+// (all under manifest.TxnDataDir), best effort: what a store error leaves, garbage
+// collection deletes later. It
 // runs under a context of its own when ctx has ended (an interrupted write's files are
 // still its own to delete), bounded by settleTimeout.
 func (t *Table) deleteTxnData(ctx context.Context, txnID string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
-	objs, err := t.db.store.List(ctx, manifest.TxnDataDir(t.name, txnID)+"/", 0)
-	if err != nil {
-		return
-	}
-	for _, o := range objs {
-		if t.db.store.Delete(ctx, o.Key) != nil {
-			return
-		}
-	}
+	store.DeletePrefix(ctx, t.db.store, manifest.TxnDataDir(t.name, txnID)+"/")
 }

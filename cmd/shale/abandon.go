@@ -12,6 +12,7 @@ import (
 	"github.com/shale-db/shale/manifest"
 	"github.com/shale-db/shale/manifest/catalog"
 	"github.com/shale-db/shale/recovery"
+	"github.com/shale-db/shale/store"
 )
 
 // cleanupTimeout bounds the clean-up after a failed or interrupted import (it runs after
@@ -111,7 +112,7 @@ func (a *app) abandonImport(ctx context.Context, db *engine.DB, t *engine.Table,
 // collection deletes it with that version). It returns the number of data files deleted
 // and, when something could not be deleted, why ("" otherwise).
 func deleteWritten(ctx context.Context, db *engine.DB, table, txnID string) (files int, kept string) {
-	n, err := deletePrefix(ctx, db, manifest.TxnDataDir(table, txnID)+"/")
+	n, err := store.DeletePrefix(ctx, db.Store(), manifest.TxnDataDir(table, txnID)+"/")
 	if err == nil {
 		err = deleteAttemptRecords(ctx, db, table, txnID)
 	}
@@ -191,22 +192,6 @@ func decideAbandoned(ctx context.Context, db *engine.DB, table string, txn manif
 		}
 		return res.Version, false, nil
 	}
-}
-
-// deletePrefix deletes every object under prefix and returns how many it deleted.
-func deletePrefix(ctx context.Context, db *engine.DB, prefix string) (int, error) {
-	objs, err := db.Store().List(ctx, prefix, 0)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, o := range objs {
-		if err := db.Store().Delete(ctx, o.Key); err != nil {
-			return n, err
-		}
-		n++
-	}
-	return n, nil
 }
 
 // describe says, for the end of an error message, what was undone.
