@@ -36,7 +36,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -118,10 +117,7 @@ func Open(ctx context.Context, r parquet.ReaderAtSeeker, opts Options) (*Reader,
 	props.BufferSize = 1 << 20
 	pr, err := file.NewParquetReader(r, file.WithReadProps(props))
 	if err != nil {
-		if strings.HasPrefix(err.Error(), "parquet: ") { // arrow-go's own prefix ("parquet: magic bytes not found")
-			return nil, err
-		}
-		return nil, fmt.Errorf("parquet: %w", err)
+		return nil, err // arrow-go's errors name Parquet already ("parquet: magic bytes not found")
 	}
 	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: opts.BatchRows, Parallel: true}, opts.Allocator)
 	if err != nil {
